@@ -1,0 +1,52 @@
+# The course's entry points. A newcomer on a fresh machine needs two commands:
+#   make demo     set up if needed, then a real vLLM server, a bundled workload, a report and a plot
+#   make test     set up if needed, then the unit and integration tests (scripts/test)
+# PROFILE=<name> (e.g. PROFILE=h200) picks the hardware profile; make passes it through the
+# environment to every command. COURSE_SKIP_SETUP=1 uses an already provisioned Python
+# (`python3` on PATH, e.g. the H200 machine or an activated conda env) instead of .venv.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+ifeq ($(COURSE_SKIP_SETUP),1)
+PY := python3
+SRC := PYTHONPATH=src$${PYTHONPATH:+:$$PYTHONPATH}
+COURSE := $(SRC) $(PY) -m vllm_course
+else
+PY := .venv/bin/python
+SRC :=
+COURSE := .venv/bin/vllm-course
+endif
+export PY
+
+.PHONY: help setup demo test test-unit doctor clean
+
+help:
+	@echo "make setup      create .venv with the course and its vLLM backend (idempotent)"
+	@echo "make demo       set up, then run the demo on the detected profile (PROFILE=... to choose)"
+	@echo "make test       set up, then run every test suite (scripts/test)"
+	@echo "make test-unit  unit tests only"
+	@echo "make doctor     versions, hardware, profile and checks"
+	@echo "make clean      remove results/ and caches (keeps .venv)"
+
+setup:
+	bash scripts/setup.sh
+
+demo: setup
+	$(COURSE) demo
+
+test: setup
+	scripts/test
+
+test-unit: setup
+	$(SRC) $(PY) -m pytest tests/unit -q
+
+doctor:
+	@if [ "$(COURSE_SKIP_SETUP)" != 1 ] && [ ! -x .venv/bin/vllm-course ]; then \
+	  echo "doctor: .venv/bin/vllm-course not found: run make setup"; exit 1; fi
+	$(COURSE) doctor
+
+clean:
+	rm -rf results/ .pytest_cache/ .ruff_cache/ .cache/
+	find . -path ./.venv -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
+	find . -path ./.venv -prune -o -type d -name .ipynb_checkpoints -prune -exec rm -rf {} +

@@ -1,0 +1,3 @@
+from vllm_course.cli import main
+
+main()

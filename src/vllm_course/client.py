@@ -1,0 +1,142 @@
+"""One streamed ``/v1/completions`` or ``/v1/chat/completions`` call, recorded chunk by chunk.
+
+Each request asks for ``ignore_eos`` with a fixed ``max_tokens`` (so every request generates
+exactly that many tokens) and for ``stream_options`` with ``include_usage`` and
+``continuous_usage_stats``: vLLM then puts cumulative usage on every chunk, so the tokens in each
+chunk are known exactly even when one chunk carries several (``--stream-interval N``, speculative
+decoding). If a server sends no per-chunk usage, each chunk with text counts as one token and the
+record says so (``token_count_source = "chunks"``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+
+from vllm_course.config import Endpoint
+from vllm_course.records import RequestRecord
+from vllm_course.workload import Request
+
+PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+
+
+def request_body(request: Request, model: str, endpoint: Endpoint) -> dict:
+    """The JSON body for ``request`` on ``endpoint`` (streaming, fixed length, usage on)."""
+    body: dict = {
+        "model": model,
+        "max_tokens": request.output_len,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    if endpoint == "chat":
+        if not isinstance(request.prompt, str):
+            raise ValueError("token-id prompts only work with the completions endpoint")
+        body["messages"] = [{"role": "user", "content": request.prompt}]
+    else:
+        body["prompt"] = request.prompt if isinstance(request.prompt, str) else list(request.prompt)
+    return body
+
+
+def _chunk_text(choice: dict) -> str:
+    if "text" in choice:
+        return choice.get("text") or ""
+    delta = choice.get("delta") or {}
+    return (delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+            or "")
+
+
+class _Stream:
+    """Folds SSE events into a RequestRecord."""
+
+    def __init__(self, record: RequestRecord, t0: float):
+        self.r = record
+        self.t0 = t0
+        self.seen_tokens = 0
+        self.final_usage: dict | None = None
+        self.per_chunk_usage = True
+        self.done = False
+
+    def event(self, data: str) -> None:
+        now = time.perf_counter() - self.t0
+        if data == "[DONE]":
+            self.done = True
+            return
+        obj = json.loads(data)
+        if "error" in obj and not obj.get("choices"):
+            err = obj["error"]
+            raise RuntimeError(f"server error in stream: {err.get('message', err) if isinstance(err, dict) else err}")
+        usage = obj.get("usage")
+        choices = obj.get("choices") or []
+        if not choices:
+            if usage:
+                self.final_usage = usage
+            return
+        self.r.last_choice_s = now
+        choice = choices[0]
+        if choice.get("finish_reason"):
+            self.r.finish_reason = choice["finish_reason"]
+        if usage and "completion_tokens" in usage:
+            n = usage["completion_tokens"] - self.seen_tokens
+            self.seen_tokens = usage["completion_tokens"]
+            self.final_usage = usage
+        else:
+            self.per_chunk_usage = False
+            n = 1 if _chunk_text(choice) else 0
+        if n > 0:
+            self.r.chunk_s.append(now)
+            self.r.chunk_tokens.append(n)
+        elif not self.r.chunk_s and (choice.get("delta") or {}).get("role"):
+            self.r.role_chunk_s = now
+
+    def finish(self) -> None:
+        r = self.r
+        r.token_count_source = "continuous_usage" if self.per_chunk_usage else "chunks"
+        if self.final_usage:
+            r.prompt_tokens = self.final_usage.get("prompt_tokens")
+            r.output_tokens = self.final_usage.get("completion_tokens", sum(r.chunk_tokens))
+        else:
+            r.output_tokens = sum(r.chunk_tokens)
+        if not self.done and r.finish_reason is None:
+            raise RuntimeError("stream ended before the request finished (no finish_reason, no [DONE])")
+
+
+async def send(client: httpx.AsyncClient, request: Request, record: RequestRecord, *,
+               model: str, endpoint: Endpoint, t0: float) -> RequestRecord:
+    """Send one streamed request and fill ``record`` in place (also returned).
+
+    Never raises for a failed request: HTTP errors, dropped connections, malformed SSE and
+    timeouts end up in ``record.error`` with the chunks received so far kept.
+
+    Args:
+        client: an ``httpx.AsyncClient`` whose ``base_url`` is the server (``http://host:port``).
+        request: what to send.
+        record: the record to fill (``index``, ``scheduled_s`` already set by the caller).
+        model: the served model name.
+        endpoint: ``completions`` or ``chat``.
+        t0: the run's start on the ``time.perf_counter()`` clock; record times are relative to it.
+    """
+    record.prompt_len = request.prompt_len
+    record.max_tokens = request.output_len
+    stream = _Stream(record, t0)
+    try:
+        body = request_body(request, model, endpoint)
+        record.sent_s = time.perf_counter() - t0
+        async with client.stream("POST", PATHS[endpoint], json=body) as resp:
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode("utf-8", "replace")
+                record.error = f"HTTP {resp.status_code}: {text[:300]}"
+                return record
+            async for line in resp.aiter_lines():
+                if line.startswith("data:"):
+                    stream.event(line[5:].strip())
+                    if stream.done:
+                        break
+        stream.finish()
+    except (httpx.HTTPError, RuntimeError, ValueError) as exc:   # json errors are ValueErrors
+        record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    finally:
+        record.end_s = time.perf_counter() - t0
+    return record

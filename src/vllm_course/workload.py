@@ -1,0 +1,251 @@
+"""Request sets: prompts with exact token lengths, read from JSONL or generated from a seed.
+
+Prompt length means what the server reports as ``usage.prompt_tokens`` for the endpoint used:
+for ``/v1/completions`` the BOS token is included, for ``/v1/chat/completions`` the chat template
+tokens too. Prompts are readable text (whole words from the tokenizer's vocabulary), tokenized
+and trimmed with the model's own tokenizer until the count is exact.
+
+JSONL line format (one request per line)::
+
+    {"prompt": "some text", "output_len": 64, "prompt_len": 256}
+    {"prompt_token_ids": [1, 3, 5], "output_len": 64}        # /v1/completions only
+
+``prompt_len`` is optional: the length the prompt was built for, checked against the server's
+count after a run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from vllm_course import models
+from vllm_course.config import Endpoint, FileWorkload, SyntheticWorkload
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request of a workload.
+
+    Attributes:
+        prompt: text, or token ids (``/v1/completions`` only).
+        output_len: tokens to generate (sent as ``max_tokens`` with ``ignore_eos``).
+        prompt_len: expected ``usage.prompt_tokens``, or ``None`` if not known.
+    """
+
+    prompt: str | tuple[int, ...]
+    output_len: int
+    prompt_len: int | None = None
+
+    def to_json(self) -> str:
+        """One JSONL line (keys sorted, no trailing newline)."""
+        data: dict = {"output_len": self.output_len}
+        if isinstance(self.prompt, str):
+            data["prompt"] = self.prompt
+        else:
+            data["prompt_token_ids"] = list(self.prompt)
+        if self.prompt_len is not None:
+            data["prompt_len"] = self.prompt_len
+        return json.dumps(data, sort_keys=True, ensure_ascii=False)
+
+
+class WorkloadError(ValueError):
+    """A request set could not be read or built; the message names the file and line."""
+
+
+class PromptTokenizer:
+    """Counts prompt tokens exactly as the server will, for one model.
+
+    Offline cards use Mistral's v3 tokenizer through ``mistral_common`` (what vLLM's
+    ``--tokenizer-mode mistral`` uses); other models use ``transformers.AutoTokenizer``.
+    """
+
+    def __init__(self, model: str):
+        self.model = model
+        self._mistral = None
+        self._hf = None
+        if models.is_card(model):
+            from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+            self._mistral = MistralTokenizer.from_file(str(models.tokenizer_source()))
+        else:
+            from transformers import AutoTokenizer
+
+            self._hf = AutoTokenizer.from_pretrained(model)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` alone, without BOS or any template tokens."""
+        if self._mistral is not None:
+            return self._mistral.instruct_tokenizer.tokenizer.encode(text, bos=False, eos=False)
+        return self._hf.encode(text, add_special_tokens=False)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of token ids."""
+        if self._mistral is not None:
+            return self._mistral.instruct_tokenizer.tokenizer.decode(list(ids))
+        return self._hf.decode(list(ids))
+
+    def prompt_len(self, text: str, endpoint: Endpoint) -> int:
+        """``usage.prompt_tokens`` the server will report for ``text`` on ``endpoint``."""
+        if self._mistral is not None:
+            if endpoint == "completions":
+                tok = self._mistral.instruct_tokenizer.tokenizer
+                return len(tok.encode(text, bos=True, eos=False))
+            from mistral_common.protocol.instruct.messages import UserMessage
+            from mistral_common.protocol.instruct.request import ChatCompletionRequest
+
+            req = ChatCompletionRequest(messages=[UserMessage(content=text)])
+            return len(self._mistral.encode_chat_completion(req).tokens)
+        if endpoint == "completions":
+            return len(self._hf.encode(text, add_special_tokens=True))
+        ids = self._hf.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+        )
+        return len(ids)
+
+    @cached_property
+    def words(self) -> list[str]:
+        """Whole-word vocabulary pieces (ASCII letters, 3+ long), sorted: the prompt word source."""
+        if self._mistral is not None:
+            tok = self._mistral.instruct_tokenizer.tokenizer
+            pieces = [tok.id_to_piece(i) for i in range(tok.n_words)]
+            marker = "\u2581"
+        else:
+            pieces = list(self._hf.get_vocab())
+            marker = "\u0120" if any(p.startswith("\u0120") for p in pieces[:5000]) else "\u2581"
+        out = {p[1:] for p in pieces if p.startswith(marker) and len(p) >= 4 and p[1:].isascii()
+               and p[1:].isalpha() and p[1:].islower()}
+        return sorted(out)
+
+    def make_prompt(self, length: int, endpoint: Endpoint, rng: np.random.Generator) -> str:
+        """Readable text whose ``prompt_len(text, endpoint)`` is exactly ``length`` tokens.
+
+        Raises:
+            WorkloadError: if ``length`` is below the endpoint's fixed overhead (BOS, template)
+                plus one token, or no exact trim was found.
+        """
+        overhead = self.prompt_len("hello", endpoint) - len(self.encode("hello"))
+        body = length - overhead
+        if body < 1:
+            raise WorkloadError(
+                f"a {endpoint} prompt needs at least {overhead + 1} tokens ({overhead} for BOS/"
+                f"template); {length} was asked for"
+            )
+        vocab = self.words
+        words = [vocab[i] for i in rng.integers(0, len(vocab), size=body + 8)]
+        ids = self.encode(" ".join(words))
+        for n in (body, body - 1, body + 1, body - 2, body + 2):
+            if n < 1:
+                continue
+            text = self.decode(ids[:n]).strip()
+            if self.prompt_len(text, endpoint) == length:
+                return text
+            # a trim can merge into a different split; top up one word at a time
+            for extra in range(3):
+                candidate = f"{text} {vocab[(n + extra) % len(vocab)]}"
+                if self.prompt_len(candidate, endpoint) == length:
+                    return candidate
+        raise WorkloadError(f"could not build a prompt of exactly {length} tokens")
+
+
+def _lengths(center: int, spread: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    if spread == 0:
+        return np.full(n, center, dtype=int)
+    lo, hi = max(1, round(center * (1 - spread))), max(1, round(center * (1 + spread)))
+    return rng.integers(lo, hi + 1, size=n)
+
+
+def synthesize(spec: SyntheticWorkload, tokenizer: PromptTokenizer,
+               endpoint: Endpoint = "completions") -> list[Request]:
+    """Seeded synthetic requests with exact prompt lengths for ``endpoint``.
+
+    The same ``spec`` (seed included) and tokenizer give the same requests byte for byte.
+
+    Raises:
+        WorkloadError: if a length is too short for the endpoint's template.
+    """
+    rng = np.random.default_rng(spec.seed)
+    isl = _lengths(spec.input_len, spec.input_len_range, spec.num_requests, rng)
+    osl = _lengths(spec.output_len, spec.output_len_range, spec.num_requests, rng)
+    return [Request(tokenizer.make_prompt(int(i), endpoint, rng), int(o), int(i))
+            for i, o in zip(isl, osl)]
+
+
+def warmup_requests(tokenizer: PromptTokenizer, n: int, endpoint: Endpoint) -> list[Request]:
+    """``n`` short requests (32 prompt, 8 output tokens) that share no prefix with a workload."""
+    rng = np.random.default_rng(2**31 - 1)
+    return [Request(tokenizer.make_prompt(32, endpoint, rng), 8, 32) for _ in range(n)]
+
+
+def _parse_line(line: str, where: str) -> Request:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise WorkloadError(f"{where}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise WorkloadError(f"{where}: expected a JSON object")
+    unknown = set(data) - {"prompt", "prompt_token_ids", "output_len", "prompt_len"}
+    if unknown:
+        raise WorkloadError(f"{where}: unknown field(s) {sorted(unknown)}")
+    if ("prompt" in data) == ("prompt_token_ids" in data):
+        raise WorkloadError(f"{where}: give exactly one of 'prompt' or 'prompt_token_ids'")
+    prompt = data.get("prompt")
+    if prompt is not None and not isinstance(prompt, str):
+        raise WorkloadError(f"{where}: 'prompt' must be a string")
+    ids = data.get("prompt_token_ids")
+    if ids is not None:
+        if not ids or not all(isinstance(t, int) and t >= 0 for t in ids):
+            raise WorkloadError(f"{where}: 'prompt_token_ids' must be non-empty ints >= 0")
+        prompt = tuple(ids)
+    out = data.get("output_len")
+    if not isinstance(out, int) or isinstance(out, bool) or out < 1:
+        raise WorkloadError(f"{where}: 'output_len' must be an integer >= 1, got {out!r}")
+    plen = data.get("prompt_len")
+    if plen is not None and (not isinstance(plen, int) or plen < 1):
+        raise WorkloadError(f"{where}: 'prompt_len' must be an integer >= 1, got {plen!r}")
+    return Request(prompt, out, plen)
+
+
+def read_jsonl(path: str | Path, limit: int | None = None) -> list[Request]:
+    """Read a request set; blank lines are skipped.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        WorkloadError: for the first bad line, naming ``path:line``.
+    """
+    path = Path(path)
+    requests: list[Request] = []
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if line.strip():
+                requests.append(_parse_line(line, f"{path}:{number}"))
+                if limit is not None and len(requests) >= limit:
+                    break
+    if not requests:
+        raise WorkloadError(f"{path}: no requests in file")
+    return requests
+
+
+def write_jsonl(requests: Sequence[Request], path: str | Path) -> None:
+    """Write a request set, one line per request, ``\\n`` line endings."""
+    Path(path).write_text("".join(r.to_json() + "\n" for r in requests), encoding="utf-8")
+
+
+def load(spec: SyntheticWorkload | FileWorkload, model: str,
+         endpoint: Endpoint = "completions") -> list[Request]:
+    """The requests a run config describes (file or synthetic).
+
+    Raises:
+        WorkloadError: for a bad file line, or token-id prompts sent to the chat endpoint.
+    """
+    if isinstance(spec, FileWorkload):
+        requests = read_jsonl(spec.path, spec.num_requests)
+        if endpoint == "chat" and any(not isinstance(r.prompt, str) for r in requests):
+            raise WorkloadError(f"{spec.path}: token-id prompts only work with the completions endpoint")
+        return requests
+    return synthesize(spec, PromptTokenizer(model), endpoint)
