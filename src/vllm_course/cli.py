@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import click
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @click.group()
@@ -46,3 +51,169 @@ def doctor(short: bool) -> None:
                    else f"doctor: {len(report.failures)} check(s) failed; see FAIL above")
     if not report.ok:
         raise SystemExit(1)
+
+
+def _execute(config, results_root: str) -> None:
+    """Run one experiment with a progress bar, print the report; this process owns the server."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from vllm_course import env
+    from vllm_course.experiment import run_experiment
+    from vllm_course.pool import ServerPool
+    from vllm_course.server import ServerError
+    from vllm_course.workload import WorkloadError
+
+    console = Console(stderr=True)
+    profile = env.current_profile()
+    pool = ServerPool(max_live=1, profile_args=profile.server_args)
+    console.print(f"[bold]vllm-course[/]: profile {profile.name} ({profile.description}); "
+                  f"vLLM {env.vllm_version()} ({env.vllm_build()} build)")
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeRemainingColumn(), console=console, transient=False)
+    task = progress.add_task("requests", total=None)
+
+    def on_progress(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total)
+
+    async def go():
+        original = pool.acquire
+
+        def acquire(cfg, log_path=None):
+            with console.status(f"starting a vLLM server for {cfg.model} "
+                                f"(~40-70 s on a 2-core CPU, ~2 min on a GPU); log: {log_path}"):
+                server = original(cfg, log_path=log_path)
+            console.print(f"server ready at {server.base_url} in {server.facts.ready_s} s; "
+                          f"KV cache {server.facts.kv_cache_tokens:,} tokens"
+                          if server.facts.kv_cache_tokens else f"server ready at {server.base_url}")
+            progress.start()
+            return server
+
+        pool.acquire = acquire
+        try:
+            return await run_experiment(config, results_root, pool=pool, progress=on_progress)
+        finally:
+            progress.stop()
+
+    try:
+        with pool:
+            result = asyncio.run(go())
+    except (ServerError, WorkloadError) as exc:
+        console.print(f"[red]error:[/] {exc}", markup=False, highlight=False)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        console.print("interrupted: the server was stopped; finished requests are in the run "
+                      "folder's requests.jsonl")
+        raise SystemExit(130) from None
+    click.echo(result.report())
+    click.echo(f"\nwrote {result.path}/: summary.json, requests.jsonl, server.log, latency.png")
+
+
+@main.command()
+@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="YAML run file: server, workload, load, slo (see examples/).")
+@click.option("--results", "results_root", default="results", show_default=True,
+              help="Folder that receives results/<name>-<time>/.")
+def run(config_path: str, results_root: str) -> None:
+    """Run one experiment from a YAML file against a real vLLM server."""
+    from pydantic import ValidationError
+
+    from vllm_course.config import RunConfig
+
+    try:
+        config = RunConfig.from_file(config_path)
+    except (ValidationError, ValueError) as exc:
+        raise click.ClickException(f"{config_path}: {exc}") from None
+    _execute(config, results_root)
+
+
+@main.command()
+@click.option("--results", "results_root", default="results", show_default=True)
+@click.option("--num-requests", type=int, default=None, help="Use only the first N requests.")
+def demo(results_root: str, num_requests: int | None) -> None:
+    """The course in one command: a real vLLM server, the bundled workload, a report and a plot."""
+    from vllm_course import env
+    from vllm_course.config import SLO, FileWorkload, LoadSpec, RunConfig, ServerConfig
+
+    profile = env.current_profile()
+    d = profile.demo
+    dataset = REPO_ROOT / "datasets" / d.dataset
+    config = RunConfig(
+        name="demo",
+        server=ServerConfig(model=profile.model),
+        workload=FileWorkload(path=dataset, num_requests=num_requests or d.num_requests),
+        load=LoadSpec(endpoint="completions", rate_rps=d.rate_rps, burstiness=d.burstiness,
+                      num_warmups=d.num_warmups),
+        slo=SLO(**d.slo) if d.slo else None,
+    )
+    click.echo(f"demo: {dataset.relative_to(REPO_ROOT)} (see datasets/README.md), Poisson arrivals "
+               f"at {d.rate_rps:g} req/s, model {profile.model}")
+    _execute(config, results_root)
+
+
+@main.group()
+def servers() -> None:
+    """vLLM servers started by this course on this machine."""
+
+
+@servers.command("list")
+def servers_list() -> None:
+    """Show running servers, their owner and port."""
+    import time
+
+    from vllm_course import registry
+
+    rows = registry.entries()
+    if not rows:
+        click.echo("no vLLM servers started by the course are running")
+        return
+    for e in rows:
+        owner = f"owner {e['owner_pid']}" + ("" if e["owner_alive"] else " (gone)")
+        click.echo(f"pid {e['pid']}  {e['host']}:{e['port']}  {e['model']}  up "
+                   f"{time.time() - e['started_at']:.0f} s  {owner}  log {e['log']}")
+
+
+@servers.command("stop")
+@click.argument("pids", nargs=-1, type=int)
+@click.option("--all", "stop_all", is_flag=True, help="Stop every listed server.")
+def servers_stop(pids: tuple[int, ...], stop_all: bool) -> None:
+    """Stop servers by pid (from `servers list`), or all of them with --all."""
+    from vllm_course import registry
+
+    if not pids and not stop_all:
+        raise click.UsageError("give server pids or --all")
+    targets = [e["pid"] for e in registry.entries()] if stop_all else list(pids)
+    for pid in targets:
+        click.echo(f"pid {pid}: {'stopped' if registry.stop(pid) else 'not running'}")
+
+
+@main.group(name="workload")
+def workload_group() -> None:
+    """Request sets (JSONL)."""
+
+
+@workload_group.command("synth")
+@click.option("--num-requests", type=int, required=True)
+@click.option("--input-len", type=int, required=True, help="Prompt tokens (usage.prompt_tokens).")
+@click.option("--output-len", type=int, required=True, help="Output tokens (max_tokens).")
+@click.option("--input-len-range", type=float, default=0.0, show_default=True,
+              help="Uniform spread: lengths in input_len*(1±range).")
+@click.option("--output-len-range", type=float, default=0.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--endpoint", type=click.Choice(["completions", "chat"]), default="completions",
+              show_default=True, help="Prompt lengths are exact for this endpoint.")
+@click.option("--model", default="tiny-mistral", show_default=True,
+              help="Card or hub id whose tokenizer counts the tokens.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
+def workload_synth(num_requests, input_len, output_len, input_len_range, output_len_range, seed,
+                   endpoint, model, output) -> None:
+    """Generate a seeded synthetic request set; the same arguments give the same file byte for byte."""
+    from vllm_course.config import SyntheticWorkload
+    from vllm_course.workload import PromptTokenizer, synthesize, write_jsonl
+
+    spec = SyntheticWorkload(num_requests=num_requests, input_len=input_len, output_len=output_len,
+                             input_len_range=input_len_range, output_len_range=output_len_range,
+                             seed=seed)
+    requests = synthesize(spec, PromptTokenizer(model), endpoint)
+    write_jsonl(requests, output)
+    click.echo(f"wrote {len(requests)} requests to {output}")

@@ -48,6 +48,23 @@ def _chunk_text(choice: dict) -> str:
             or "")
 
 
+async def sse_lines(resp: httpx.Response):
+    """Lines of an SSE body, split on ``\\n`` only (a trailing ``\\r`` is dropped).
+
+    ``httpx``'s ``aiter_lines`` splits like ``str.splitlines``, also on U+2028, U+0085 and other
+    Unicode separators, which JSON may carry unescaped inside a string: generated text (random
+    weights produce any token) would then be cut mid-object.
+    """
+    buffer = b""
+    async for data in resp.aiter_bytes():
+        buffer += data
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            yield line.rstrip(b"\r").decode("utf-8", "replace")
+    if buffer:
+        yield buffer.rstrip(b"\r").decode("utf-8", "replace")
+
+
 class _Stream:
     """Folds SSE events into a RequestRecord."""
 
@@ -129,7 +146,7 @@ async def send(client: httpx.AsyncClient, request: Request, record: RequestRecor
                 text = (await resp.aread()).decode("utf-8", "replace")
                 record.error = f"HTTP {resp.status_code}: {text[:300]}"
                 return record
-            async for line in resp.aiter_lines():
+            async for line in sse_lines(resp):
                 if line.startswith("data:"):
                     stream.event(line[5:].strip())
                     if stream.done:

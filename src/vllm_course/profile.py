@@ -25,6 +25,7 @@ class DemoSettings(BaseModel):
     burstiness: float = 1.0
     num_warmups: int = 4
     num_requests: int | None = None
+    slo: dict[str, float] | None = None
 
 
 class Profile(BaseModel):

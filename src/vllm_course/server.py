@@ -165,7 +165,9 @@ _CAUSES = [
     ("max_model_len", r"max_model_len.*(larger|greater) than|KV cache is needed, which is larger than"),
     ("model_not_found", r"not a valid model identifier|Repository Not Found|does not appear to have|"
                         r"Invalid repository ID|No such file or directory.*config\.json|"
-                        r"Can't load the configuration|couldn't connect to 'https://huggingface.co'"),
+                        r"Can't load the configuration|couldn't connect to 'https://huggingface.co'|"
+                        r"Repo id must be in the form|outgoing traffic has been disabled|"
+                        r"LocalEntryNotFoundError|GatedRepoError|RepositoryNotFoundError"),
     ("bad_flag", r"unrecognized arguments|error: argument|invalid choice"),
 ]
 
@@ -278,6 +280,11 @@ class VLLMServer:
         if self.proc is not None:
             return self
         check_flags(ServerConfig(args=self.effective_args()).argv())
+        model = self.config.model
+        if not models.is_card(model) and model.startswith(("/", "./", "../", "~")) \
+                and not Path(model).expanduser().exists():
+            raise ServerError(f"model path {model} does not exist (nothing was launched): "
+                              f"{_ADVICE['model_not_found']}", cause="model_not_found")
         if self.port is None:
             self.port = free_port(self.config.host)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,60 @@
+"""Integration tests against real vLLM (the CPU build here): one server pool per test session.
+
+Servers with identical settings are started once per session and shared (DESIGN.md §1); the
+session stops every one of them at the end and checks that no process of theirs survived.
+"""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+import pytest
+
+from vllm_course import env, registry
+from vllm_course.pool import ServerPool
+
+pytestmark = pytest.mark.vllm
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.vllm)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _vllm_installed():
+    if env.vllm_version() is None:
+        pytest.fail("vLLM is not installed: run `make setup` (integration tests need a real server)")
+
+
+@pytest.fixture(scope="session")
+def pool():
+    profile = env.current_profile()
+    pool = ServerPool(max_live=profile.max_live_servers, profile_args=profile.server_args)
+    started: set[int] = set()
+    original = pool.acquire
+
+    def acquire(config, log_path=None):
+        server = original(config, log_path=log_path)
+        started.add(server.proc.pid)
+        return server
+
+    pool.acquire = acquire
+    yield pool
+    pool.close()
+    survivors = [pid for pid in started if _group_alive(pid)]
+    assert not survivors, f"vLLM process groups still alive after the session: {survivors}"
+    mine = [e for e in registry.entries() if e["owner_pid"] == os.getpid()]
+    assert not mine, f"registry still lists servers of this session: {mine}"
+
+
+def _group_alive(pgid: int) -> bool:
+    """True if a live (non-zombie) process is still in process group ``pgid``."""
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False

@@ -1,0 +1,85 @@
+"""Starting, failing and stopping real vLLM servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from vllm_course import registry
+from vllm_course.config import LoadSpec, RunConfig, ServerConfig, SyntheticWorkload
+from vllm_course.experiment import run_experiment
+from vllm_course.server import ServerError, UnknownFlagError, VLLMServer
+
+
+def test_misspelled_flag_fails_before_launch(tmp_path):
+    before = {e["pid"] for e in registry.entries()}
+    server = VLLMServer(ServerConfig(args={"max-num-seq": 8}), log_path=tmp_path / "s.log")
+    t0 = time.monotonic()
+    with pytest.raises(UnknownFlagError, match=r"--max-num-seq\b.*did you mean --max-num-seqs"):
+        server.start()
+    assert time.monotonic() - t0 < 5          # no 40-second start: nothing was launched
+    assert server.proc is None and not (tmp_path / "s.log").exists()
+    assert {e["pid"] for e in registry.entries()} == before
+
+
+def test_missing_local_model_path_fails_before_launch(tmp_path):
+    server = VLLMServer(ServerConfig(model=str(tmp_path / "no-such-model")))
+    with pytest.raises(ServerError, match="does not exist") as info:
+        server.start()
+    assert info.value.cause == "model_not_found"
+    assert server.proc is None
+
+
+def test_unknown_hub_model_is_named_as_the_cause(tmp_path):
+    # vLLM itself fails here (offline hub lookup); the error must name the cause and show the log
+    server = VLLMServer(ServerConfig(model="no-such-org/no-such-model", startup_timeout_s=300,
+                                     env={"HF_HUB_OFFLINE": "1"}),
+                        log_path=tmp_path / "s.log")
+    with pytest.raises(ServerError) as info:
+        server.start()
+    assert info.value.cause == "model_not_found", str(info.value)
+    assert "last lines of" in str(info.value)
+    assert server.proc is None
+
+
+def test_server_killed_mid_run_keeps_partial_results(pool, tmp_path):
+    config = RunConfig(
+        name="killed",
+        server=ServerConfig(model="tiny-mistral", args={"max-num-seqs": 4}),
+        workload=SyntheticWorkload(num_requests=200, input_len=64, output_len=64, seed=3),
+        load=LoadSpec(rate_rps=20),
+    )
+
+    async def kill_soon():
+        await asyncio.sleep(4.0)
+        victim = next(s for s in pool.servers if s.config == config.server)
+        os.killpg(victim.proc.pid, signal.SIGKILL)
+
+    async def scenario():
+        killer = asyncio.create_task(kill_soon())
+        try:
+            await run_experiment(config, tmp_path, pool=pool)
+        finally:
+            await killer
+
+    with pytest.raises(ServerError) as info:
+        asyncio.run(scenario())
+    message = str(info.value)
+    assert info.value.cause == "crashed"
+    assert "partial results saved in" in message
+    run_dir = Path(message.split("partial results saved in ")[1].split("\n")[0])
+    lines = [json.loads(x) for x in (run_dir / "requests.jsonl").read_text().splitlines()]
+    assert len(lines) == 200                               # every request is accounted for
+    done = [x for x in lines if x["error"] is None]
+    failed = [x for x in lines if x["error"] is not None]
+    assert done and failed
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stopped_early"] == "the vLLM server died"
+    assert summary["summary"]["completed"] == len(done)
+    assert summary["summary"]["failed"] == len(failed)

@@ -1,0 +1,288 @@
+"""``vllm_course.loadgen.run_load`` against the fake SSE server (MockTransport or a local socket)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+
+import httpx
+import numpy as np
+import pytest
+from fake_sse import Delay, Drop, FakeSSE, Script, completion_stream, http_error
+
+from vllm_course import loadgen
+from vllm_course.arrivals import schedule
+from vllm_course.config import LoadSpec
+from vllm_course.loadgen import LoadResult, run_load
+from vllm_course.records import RequestRecord
+from vllm_course.workload import Request
+
+
+def _requests(n: int, output_len: int = 2) -> list[Request]:
+    return [Request(f"req-{i}", output_len, 4) for i in range(n)]
+
+
+def _index(body: dict) -> int:
+    """Which workload request a body belongs to (prompts are ``req-<i>`` / ``warm-<i>``)."""
+    return int(body["prompt"].split("-")[1])
+
+
+@contextlib.asynccontextmanager
+async def _mock(fake: FakeSSE, monkeypatch: pytest.MonkeyPatch):
+    """Make run_load's own AsyncClient talk to ``fake`` through a MockTransport."""
+    real = httpx.AsyncClient
+    made: list[dict] = []
+
+    def factory(*args, **kwargs):
+        made.append(dict(kwargs))
+        kwargs["transport"] = fake.transport()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loadgen.httpx, "AsyncClient", factory)
+    yield "http://test", made
+
+
+@contextlib.asynccontextmanager
+async def _socket(fake: FakeSSE, monkeypatch: pytest.MonkeyPatch):
+    async with fake.serve() as url:
+        yield url, []
+
+
+BACKENDS = {"mock": _mock, "socket": _socket}
+
+
+def _run(fake: FakeSSE, monkeypatch: pytest.MonkeyPatch, requests: list[Request], load: LoadSpec,
+         backend: str = "mock", **kwargs) -> tuple[LoadResult, list[dict]]:
+    async def go():
+        async with BACKENDS[backend](fake, monkeypatch) as (url, made):
+            result = await run_load(url, "tiny-mistral", requests, load, **kwargs)
+        return result, made
+
+    return asyncio.run(go())
+
+
+def _tokens_by_index(index: int, path: str, body: dict) -> Script:
+    """Request ``req-i`` streams i+1 one-token chunks."""
+    i = _index(body)
+    return Script(events=completion_stream(["t"] * (i + 1)))
+
+
+def test_records_in_workload_order_with_scheduled_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    n = 6
+    load = LoadSpec(rate_rps=40.0, burstiness=1.0, seed=11)
+    fake = FakeSSE(_tokens_by_index)
+    wall0 = time.time()
+    result, made = _run(fake, monkeypatch, _requests(n), load)
+    expected = schedule(n, 40.0, 1.0, 11)
+    assert [r.index for r in result.records] == list(range(n))
+    assert [r.scheduled_s for r in result.records] == [float(t) for t in expected]
+    assert all(type(r.scheduled_s) is float for r in result.records)
+    for i, r in enumerate(result.records):
+        assert r.error is None, r.error
+        assert r.success
+        assert not r.warmup
+        # each record got its own request's answer (req-i streams i+1 tokens)
+        assert r.chunk_tokens == [1] * (i + 1)
+        assert r.output_tokens == i + 1
+        assert r.prompt_len == 4 and r.max_tokens == 2
+        # sent no earlier than scheduled (1 ms for timer granularity), and soon after it
+        assert r.sent_s >= r.scheduled_s - 1e-3
+        assert r.sent_s - r.scheduled_s < 0.05
+    # sends follow the schedule: the fake saw requests in workload order
+    assert [_index(c.body) for c in fake.calls] == list(range(n))
+    assert result.duration_s == max(r.end_s for r in result.records)
+    assert result.duration_s >= float(expected[-1])
+    assert wall0 <= result.started_at <= time.time()
+    assert result.stopped_early is None
+    assert result.warmup_records == []
+    # the client it built: timeout from the LoadSpec, no connection cap without max_concurrency
+    assert made[0]["base_url"] == "http://test"
+    assert made[0]["timeout"] == httpx.Timeout(600.0, connect=30.0)
+    assert made[0]["limits"] == httpx.Limits(max_connections=None, max_keepalive_connections=None)
+
+
+@pytest.mark.parametrize("backend", ["mock", "socket"])
+def test_max_concurrency_caps_requests_in_flight(monkeypatch: pytest.MonkeyPatch,
+                                                 backend: str) -> None:
+    # every request takes ~0.1 s; all are scheduled at t=0
+    fake = FakeSSE(Script(events=completion_stream(["a", "b"], delay_s=0.05)))
+    load = LoadSpec(rate_rps=math.inf, max_concurrency=2)
+    result, _ = _run(fake, monkeypatch, _requests(6), load, backend=backend)
+    recs = result.records
+    assert len(fake.calls) == 6
+    assert fake.max_in_flight == 2
+    assert fake.in_flight == 0
+    assert all(r.success for r in recs), [r.error for r in recs]
+    assert [r.scheduled_s for r in recs] == [0.0] * 6
+    queue = [r.sent_s - r.scheduled_s for r in recs]
+    assert max(queue[:2]) < 0.05                 # the first two got a slot at once
+    assert min(queue[2:4]) > 0.07                # then waited for one request (~0.1 s)
+    assert min(queue[4:]) > 0.17                 # and the last two for two (~0.2 s)
+    assert result.duration_s >= 0.27
+    # never more than two requests overlap in the records either
+    for r in recs:
+        overlapping = [o for o in recs if o.sent_s < r.end_s and r.sent_s < o.end_s]
+        assert len(overlapping) <= 2
+
+
+def test_without_cap_everything_is_in_flight_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeSSE(Script(events=completion_stream(["a", "b"], delay_s=0.05)))
+    result, _ = _run(fake, monkeypatch, _requests(5), LoadSpec(rate_rps=math.inf))
+    assert fake.max_in_flight == 5
+    assert all(r.success for r in result.records)
+    assert max(r.sent_s - r.scheduled_s for r in result.records) < 0.05
+
+
+def test_connection_limit_matches_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeSSE(Script(events=completion_stream(["a"])))
+    _, made = _run(fake, monkeypatch, _requests(2),
+                   LoadSpec(max_concurrency=3, timeout_s=7.5))
+    assert made[0]["limits"] == httpx.Limits(max_connections=3, max_keepalive_connections=3)
+    assert made[0]["timeout"] == httpx.Timeout(7.5, connect=30.0)
+
+
+def test_should_stop_marks_unsent_requests_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    n, k = 7, 3
+    polls: list[int] = []
+
+    def should_stop() -> str | None:
+        polls.append(1)
+        return "the vLLM server died" if len(polls) > k else None
+
+    sunk: list[RequestRecord] = []
+    progress: list[tuple[int, int]] = []
+    fake = FakeSSE(Script(events=completion_stream(["a", "b"])))
+    result, _ = _run(fake, monkeypatch, _requests(n), LoadSpec(rate_rps=200.0, seed=1),
+                     should_stop=should_stop, sink=sunk.append,
+                     progress=lambda done, total: progress.append((done, total)))
+    recs = result.records
+    assert len(recs) == n                              # never dropped
+    assert result.stopped_early == "the vLLM server died"
+    assert len(fake.calls) == k
+    assert [_index(c.body) for c in fake.calls] == list(range(k))
+    assert all(r.success for r in recs[:k])
+    for r in recs[k:]:
+        assert r.error == "not sent: the vLLM server died"
+        assert r.sent_s is None and r.end_s is None
+        assert r.chunk_s == [] and not r.success
+    # scheduled times are kept for unsent requests too
+    assert [r.scheduled_s for r in recs] == [float(t) for t in schedule(n, 200.0, 1.0, 1)]
+    # the sink saw every record exactly once (sent ones when they finished, unsent at the stop)
+    assert sorted(r.index for r in sunk) == list(range(n))
+    assert all(s is recs[s.index] for s in sunk)
+    # progress counts finished measured requests only
+    assert progress == [(i, n) for i in range(1, k + 1)]
+    assert result.duration_s == max(r.end_s for r in recs[:k])
+
+
+def test_should_stop_before_the_first_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeSSE(Script(events=completion_stream(["a"])))
+    sunk: list[RequestRecord] = []
+    result, _ = _run(fake, monkeypatch, _requests(3), LoadSpec(),
+                     should_stop=lambda: "stop now", sink=sunk.append)
+    assert fake.calls == []
+    assert result.stopped_early == "stop now"
+    assert [r.error for r in result.records] == ["not sent: stop now"] * 3
+    assert len(sunk) == 3
+    assert 0 <= result.duration_s < 1.0
+
+
+def test_sink_and_progress_once_per_measured_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    n = 5
+    sunk: list[RequestRecord] = []
+    progress: list[tuple[int, int]] = []
+    fake = FakeSSE(_tokens_by_index)
+
+    def sink(r: RequestRecord) -> None:
+        assert r.end_s is not None      # finished when handed over
+        sunk.append(r)
+
+    result, _ = _run(fake, monkeypatch, _requests(n), LoadSpec(max_concurrency=2),
+                     sink=sink, progress=lambda d, t: progress.append((d, t)),
+                     warmups=[Request("warm-0", 1), Request("warm-1", 1)])
+    assert len(sunk) == n
+    assert {id(r) for r in sunk} == {id(r) for r in result.records}
+    assert progress == [(i, n) for i in range(1, n + 1)]
+    # warmups are neither sunk nor counted
+    assert all(not r.warmup for r in sunk)
+
+
+def test_warmups_run_first_and_are_excluded(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeSSE(Script(events=completion_stream(["a"])))
+    warm = [Request(f"warm-{i}", 1, 4) for i in range(3)]
+    result, _ = _run(fake, monkeypatch, _requests(2), LoadSpec(), warmups=warm)
+    assert len(result.warmup_records) == 3
+    assert all(r.warmup and r.success for r in result.warmup_records)
+    assert [r.index for r in result.warmup_records] == [0, 1, 2]
+    assert len(result.records) == 2
+    assert all(not r.warmup for r in result.records)
+    prompts = [c.body["prompt"] for c in fake.calls]
+    assert sorted(prompts[:3]) == ["warm-0", "warm-1", "warm-2"]
+    assert prompts[3:] == ["req-0", "req-1"]
+    # warmup bodies are real requests (max_tokens from the warmup request)
+    assert all(c.body["max_tokens"] == 1 for c in fake.calls[:3])
+
+
+def test_failed_requests_stay_in_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    def script(index: int, path: str, body: dict) -> Script:
+        i = _index(body)
+        if i == 1:
+            return http_error(400, "bad request")
+        if i == 2:
+            return Script(events=completion_stream(["a", "b", "c"])[:1] + [Drop()])
+        return Script(events=completion_stream(["a", "b", "c"]))
+
+    fake = FakeSSE(script)
+    result, _ = _run(fake, monkeypatch, _requests(4), LoadSpec(max_concurrency=1))
+    errors = [r.error for r in result.records]
+    assert errors[0] is None and errors[3] is None
+    assert errors[1].startswith("HTTP 400: ") and "bad request" in errors[1]
+    assert errors[2] == "ReadError: connection reset by peer"
+    assert result.records[2].chunk_tokens == [1]
+    assert [r.success for r in result.records] == [True, False, False, True]
+
+
+def test_real_socket_drop_and_http_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def script(index: int, path: str, body: dict) -> Script:
+        i = _index(body)
+        if i == 0:
+            return Script(events=completion_stream(["a", "b", "c"])[:2] + [Drop()])
+        if i == 1:
+            return http_error(400, "max_tokens is too large")
+        return Script(events=completion_stream(["a", "b", "c"], tokens=[1, 3, 2]))
+
+    fake = FakeSSE(script)
+    result, _ = _run(fake, monkeypatch, _requests(3, output_len=6), LoadSpec(),
+                     backend="socket")
+    r0, r1, r2 = result.records
+    assert r0.error is not None and r0.error.startswith("RemoteProtocolError")
+    assert r0.chunk_tokens == [1, 1]
+    assert r1.error is not None and r1.error.startswith("HTTP 400: ")
+    assert "max_tokens is too large" in r1.error
+    assert r2.error is None and r2.chunk_tokens == [1, 3, 2] and r2.output_tokens == 6
+    assert r2.prompt_tokens == 4 and r2.finish_reason == "length"
+    assert fake.in_flight == 0
+    assert [c.path for c in fake.calls] == ["/v1/completions"] * 3
+
+
+def test_real_socket_read_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    events = completion_stream(["a", "b"])
+    events = events[:1] + [Delay(0.5)] + events[1:]
+    fake = FakeSSE(Script(events=events))
+    t = time.perf_counter()
+    result, _ = _run(fake, monkeypatch, _requests(1), LoadSpec(timeout_s=0.1), backend="socket")
+    assert time.perf_counter() - t < 0.45
+    (r,) = result.records
+    assert r.error is not None and r.error.startswith("ReadTimeout")
+    assert r.chunk_tokens == [1]
+
+
+def test_schedule_is_followed_at_a_finite_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    # constant rate 20/s: sends 50 ms apart
+    fake = FakeSSE(Script(events=completion_stream(["a"])))
+    result, _ = _run(fake, monkeypatch, _requests(4), LoadSpec(rate_rps=20.0, burstiness=math.inf))
+    sent = np.array([r.sent_s for r in result.records])
+    assert [r.scheduled_s for r in result.records] == pytest.approx([0.0, 0.05, 0.1, 0.15])
+    assert np.all(np.diff(sent) > 0.04)

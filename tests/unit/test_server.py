@@ -1,0 +1,350 @@
+"""``vllm_course.server`` without launching anything: flags, argv, startup log, failure causes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from vllm_course import env, server
+from vllm_course.config import ServerConfig
+from vllm_course.server import (
+    ServerError,
+    StartupFacts,
+    UnknownFlagError,
+    VLLMServer,
+    check_flags,
+    classify_failure,
+    known_flags,
+    parse_startup_log,
+)
+
+FLAGS = sorted([
+    "--max-num-seqs", "--max-num-batched-tokens", "--max-model-len", "--enable-prefix-caching",
+    "--no-enable-prefix-caching", "--gpu-memory-utilization", "--kv-cache-memory-bytes",
+    "--enforce-eager", "--no-enforce-eager", "--block-size", "--seed", "--help", "-h",
+])
+
+
+@pytest.fixture
+def fixed_version(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setattr(env, "vllm_version", lambda: "0.32.0")
+    return "0.32.0"
+
+
+# -- check_flags ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["--max-num-seq", "8"], ["--max-num-seq=8"]])
+def test_unknown_flag_names_the_closest(fixed_version: str, argv: list[str]) -> None:
+    with pytest.raises(UnknownFlagError) as info:
+        check_flags(argv, flags=FLAGS)
+    err = info.value
+    assert isinstance(err, ServerError)
+    assert err.cause == "bad_flag"
+    msg = str(err)
+    assert msg.startswith("vLLM 0.32.0 has no flag --max-num-seq; did you mean --max-num-seqs")
+    assert msg.endswith("(nothing was launched)")
+    assert "--max-num-seqs" in msg.split("did you mean", 1)[1].split(" or ")[0]
+
+
+def test_unknown_flag_far_from_everything_has_no_hint(fixed_version: str) -> None:
+    with pytest.raises(UnknownFlagError) as info:
+        check_flags(["--zzzzzz"], flags=FLAGS)
+    assert str(info.value) == "vLLM 0.32.0 has no flag --zzzzzz (nothing was launched)"
+
+
+def test_first_bad_flag_is_reported(fixed_version: str) -> None:
+    with pytest.raises(UnknownFlagError, match="no flag --blok-size"):
+        check_flags(["--seed", "1", "--blok-size", "16", "--enforce-eagre"], flags=FLAGS)
+
+
+def test_known_flags_pass_in_every_form() -> None:
+    check_flags([
+        "--max-num-seqs", "8",
+        "--max-num-batched-tokens=4096",
+        "--no-enable-prefix-caching",
+        "--enforce-eager",
+        "--gpu-memory-utilization", "0.9",
+        "--seed", "-1",                 # a negative value is not a flag
+        "positional",
+        "-h",
+    ], flags=FLAGS)
+    check_flags([], flags=FLAGS)
+
+
+def test_no_form_needs_to_be_known(fixed_version: str) -> None:
+    with pytest.raises(UnknownFlagError, match="no flag --no-max-num-seqs"):
+        check_flags(["--no-max-num-seqs"], flags=FLAGS)
+
+
+# -- known_flags cache ----------------------------------------------------------------------
+
+
+def test_known_flags_reads_the_cache_without_a_subprocess(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixed_version: str) -> None:
+    monkeypatch.setenv("VLLM_COURSE_HOME", str(tmp_path))
+    cache = tmp_path / "flags" / "0.32.0.json"
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps(["--max-num-seqs", "--seed"]))
+
+    def no_subprocess(*args, **kwargs):
+        raise AssertionError("known_flags must not start a subprocess when cached")
+
+    monkeypatch.setattr(subprocess, "run", no_subprocess)
+    assert known_flags() == ["--max-num-seqs", "--seed"]
+    # check_flags without an explicit list uses the same cache
+    check_flags(["--seed", "3"])
+    with pytest.raises(UnknownFlagError, match="did you mean --max-num-seqs"):
+        check_flags(["--max-num-seq", "3"])
+
+
+def test_known_flags_fills_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     fixed_version: str) -> None:
+    monkeypatch.setenv("VLLM_COURSE_HOME", str(tmp_path))
+    calls: list[list[str]] = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout='noise\nFLAGS=["--a", "--b"]\n',
+                                           stderr="warnings")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert known_flags() == ["--a", "--b"]
+    assert len(calls) == 1
+    assert json.loads((tmp_path / "flags" / "0.32.0.json").read_text()) == ["--a", "--b"]
+    assert known_flags() == ["--a", "--b"]
+    assert len(calls) == 1                      # second call served from the cache
+    assert list((tmp_path / "flags").iterdir()) == [tmp_path / "flags" / "0.32.0.json"]
+
+
+def test_known_flags_subprocess_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        fixed_version: str) -> None:
+    monkeypatch.setenv("VLLM_COURSE_HOME", str(tmp_path))
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
+        cmd, 1, stdout="", stderr="ImportError: no module named vllm.entrypoints"))
+    with pytest.raises(ServerError, match="could not read vLLM 0.32.0's flags") as info:
+        known_flags()
+    assert info.value.log_tail == "ImportError: no module named vllm.entrypoints"
+    assert not (tmp_path / "flags" / "0.32.0.json").exists()
+
+
+def test_known_flags_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(env, "vllm_version", lambda: None)
+    with pytest.raises(ServerError, match="vLLM is not installed") as info:
+        known_flags()
+    assert info.value.cause == "not_installed"
+
+
+# -- ServerConfig.argv ----------------------------------------------------------------------
+
+
+def test_server_config_argv() -> None:
+    cfg = ServerConfig(args={
+        "max_num_seqs": 64,
+        "enable-prefix-caching": False,
+        "enforce-eager": True,
+        "seed": None,
+        "--gpu-memory-utilization": 0.9,
+        "served-model-name": "x",
+        "block-size": 0,
+    })
+    assert list(cfg.args) == ["block-size", "enable-prefix-caching", "enforce-eager",
+                              "gpu-memory-utilization", "max-num-seqs", "seed",
+                              "served-model-name"]
+    assert cfg.argv() == [
+        "--block-size", "0",
+        "--no-enable-prefix-caching",
+        "--enforce-eager",
+        "--gpu-memory-utilization", "0.9",
+        "--max-num-seqs", "64",
+        "--served-model-name", "x",
+    ]
+
+
+def test_server_config_values_keep_their_types() -> None:
+    cfg = ServerConfig(args={"a": 1, "b": 1.5, "c": "1", "d": True})
+    assert cfg.args == {"a": 1, "b": 1.5, "c": "1", "d": True}
+    assert type(cfg.args["a"]) is int and type(cfg.args["d"]) is bool
+    assert cfg.argv() == ["--a", "1", "--b", "1.5", "--c", "1", "--d"]
+
+
+@pytest.mark.parametrize("args", [
+    {"max_num_seqs": 1, "max-num-seqs": 2},
+    {"--seed": 1, "seed": 2},
+])
+def test_server_config_duplicate_after_normalisation(args: dict) -> None:
+    with pytest.raises(ValidationError, match="is given twice"):
+        ServerConfig(args=args)
+
+
+def test_server_config_key_ignores_startup_timeout() -> None:
+    a = ServerConfig(args={"max_num_seqs": 4}, startup_timeout_s=10)
+    b = ServerConfig(args={"max-num-seqs": 4}, startup_timeout_s=99)
+    c = ServerConfig(args={"max-num-seqs": 5})
+    assert a.key() == b.key()
+    assert a.key() != c.key()
+
+
+def test_server_config_rejects_unknown_fields() -> None:
+    with pytest.raises(ValidationError, match="flags"):
+        ServerConfig(flags={"x": 1})
+
+
+def test_effective_args_profile_then_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(env, "vllm_build", lambda: "cuda")
+    srv = VLLMServer(ServerConfig(args={"max_model_len": 2048, "max-num-seqs": 8}),
+                     log_path=Path("unused.log"),
+                     profile_args={"kv-cache-memory-bytes": 1 << 28, "max-model-len": 4096})
+    assert srv.effective_args() == {"kv-cache-memory-bytes": 1 << 28, "max-model-len": 2048,
+                                    "max-num-seqs": 8}
+    assert not srv.alive()
+
+
+def test_effective_args_cpu_default_kv_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(env, "vllm_build", lambda: "cpu")
+    srv = VLLMServer(ServerConfig(), log_path=Path("unused.log"))
+    assert srv.effective_args() == {"kv-cache-memory-bytes": 1 << 30}
+
+
+def test_full_argv_for_a_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_COURSE_HOME", str(tmp_path))
+    monkeypatch.setattr(env, "vllm_build", lambda: "cuda")
+    srv = VLLMServer(ServerConfig(args={"max-num-seqs": 8}, port=8123), log_path=tmp_path / "l")
+    argv = srv.argv()
+    card = tmp_path / "cards" / "tiny-mistral"
+    assert argv[1:] == ["-m", "vllm.entrypoints.openai.api_server", "--model", str(card),
+                        "--served-model-name", "tiny-mistral", "--load-format", "dummy",
+                        "--tokenizer-mode", "mistral", "--host", "127.0.0.1", "--port", "8123",
+                        "--max-num-seqs", "8"]
+    assert (card / "config.json").is_file() and (card / "tokenizer.model.v3").is_file()
+    assert srv.base_url == "http://127.0.0.1:8123"
+
+
+# -- parse_startup_log ----------------------------------------------------------------------
+
+CPU_LOG = """\
+INFO 11-29 10:24:31 [api_server.py:1880] vLLM API server version 0.32.0
+INFO 11-29 10:24:31 [utils.py:253] non-default args: {'model': '/x/cards/tiny-mistral', 'load_format': 'dummy'}
+INFO 11-29 10:24:38 [model.py:631] Resolved architecture: MistralForCausalLM
+(EngineCore pid=2109) INFO 11-29 10:24:40 [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: model='/x/cards/tiny-mistral', speculative_config=None, tokenizer='/x/cards/tiny-mistral', skip_tokenizer_init=False, dtype=torch.bfloat16, max_seq_len=2048, device_config=cpu
+(EngineCore pid=2109) INFO 11-29 10:25:14 [cpu_worker.py:95] Memory profiling takes 0.12 seconds
+(EngineCore pid=2109) INFO 11-29 10:25:15 [kv_cache_utils.py:2327] CPU KV cache size: 131,072 tokens, Maximum concurrency for 2,048 tokens per request: 64.00x
+(EngineCore pid=2109) INFO 11-29 10:25:15 [core.py:403] init engine (profile, create kv cache, warmup model) took 35.42 s
+INFO 11-29 10:25:17 [api_server.py:1950] Starting vLLM API server 0 on http://127.0.0.1:8123
+INFO:     Application startup complete.
+"""
+
+GPU_LOG = """\
+INFO 03-02 08:00:01 [api_server.py:1880] vLLM API server version 0.32.0
+(EngineCore_DP0 pid=77) INFO 03-02 08:00:09 [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: model='mistralai/Mistral-7B-Instruct-v0.3'
+(EngineCore_DP0 pid=77) INFO 03-02 08:00:12 [cuda.py:507] Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN', 'FLASHINFER', 'TRITON_ATTN'].
+(EngineCore_DP0 pid=77) INFO 03-02 08:01:00 [kv_cache_utils.py:2327] GPU KV cache size: 1,234,567 tokens, Maximum concurrency for 32,768 tokens per request: 37.68x
+(EngineCore_DP0 pid=77) INFO 03-02 08:01:31 [core.py:396] init engine (profile, create kv cache, warmup model) took 88.10 s (compilation: 41.20 s)
+"""
+
+
+def test_parse_cpu_startup_log() -> None:
+    facts = parse_startup_log(CPU_LOG)
+    assert facts == StartupFacts(vllm_version="0.32.0", kv_cache_tokens=131072,
+                                 max_concurrency=64.0, max_concurrency_at_len=2048,
+                                 attention_backend=None, engine_init_s=35.42, ready_s=None)
+
+
+def test_parse_gpu_startup_log() -> None:
+    facts = parse_startup_log(GPU_LOG)
+    assert facts.vllm_version == "0.32.0"
+    assert facts.kv_cache_tokens == 1234567
+    assert facts.max_concurrency == 37.68
+    assert facts.max_concurrency_at_len == 32768
+    assert facts.attention_backend == "FLASH_ATTN"
+    assert facts.engine_init_s == 88.10
+
+
+@pytest.mark.parametrize(("line", "backend"), [
+    ("INFO [cuda.py:446] Using AttentionBackendEnum.FLASH_ATTN backend.", "FLASH_ATTN"),
+    ("INFO [cuda.py:446] Using FLASHINFER backend.", "FLASHINFER"),
+    ("INFO [cuda.py:507] Using TRITON_ATTN attention backend out of potential backends: [].",
+     "TRITON_ATTN"),
+    ("INFO [cpu.py:175] Using CPU_MLA backend.", "CPU_MLA"),
+    ("INFO [cuda.py:300] Using Flash Attention backend on V1 engine.", None),
+])
+def test_parse_attention_backend_variants(line: str, backend: str | None) -> None:
+    assert parse_startup_log(line).attention_backend == backend
+
+
+def test_parse_separate_kv_and_concurrency_lines_and_seconds() -> None:
+    text = ("INFO [kv_cache_utils.py:1087] GPU KV cache size: 9,000 tokens\n"
+            "INFO [kv_cache_utils.py:1091] Maximum concurrency for 4,096 tokens per request: "
+            "1,234.50x\n"
+            "INFO [core.py:80] init engine (profile, create kv cache, warmup model) took 2.50 seconds\n")
+    facts = parse_startup_log(text)
+    assert facts.kv_cache_tokens == 9000
+    assert facts.max_concurrency_at_len == 4096
+    assert facts.max_concurrency == 1234.5
+    assert facts.engine_init_s == 2.5
+
+
+def test_parse_version_from_banner_only() -> None:
+    assert parse_startup_log("INFO vLLM API server version 0.11.2rc1\n").vllm_version == "0.11.2rc1"
+
+
+def test_parse_empty_log() -> None:
+    assert parse_startup_log("") == StartupFacts()
+
+
+# -- classify_failure -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("log", "cause"), [
+    ("Traceback (most recent call last):\n  File \"uvicorn/server.py\", line 161\n"
+     "OSError: [Errno 98] Address already in use", "port_in_use"),
+    ("ERROR [core.py:700] EngineCore failed to start.\n"
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+     "capacity of 139.81 GiB of which 1.06 GiB is free.", "out_of_memory"),
+    ("(EngineCore pid=12) ERROR [cpu_worker.py:120] RuntimeError: Available memory on node 0 "
+     "(8.1 GiB) is less than desired CPU memory utilization (0.9, 14.4 GiB).", "out_of_memory"),
+    ("ValueError: No available memory for the cache blocks. Try increasing "
+     "`gpu_memory_utilization` when initializing the engine.", "out_of_memory"),
+    ("OSError: nonexistent/model is not a local folder and is not a valid model identifier "
+     "listed on 'https://huggingface.co/models'", "model_not_found"),
+    ("huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. Repository Not Found "
+     "for url: https://huggingface.co/api/models/nope/nope", "model_not_found"),
+    ("ValueError: To serve at least one request with the models's max seq len (32768), 4.00 GiB "
+     "KV cache is needed, which is larger than the available KV cache memory (1.00 GiB).",
+     "max_model_len"),
+    ("api_server.py: error: unrecognized arguments: --max-num-seq 8", "bad_flag"),
+    ("api_server.py: error: argument --dtype: invalid choice: 'fp7'", "bad_flag"),
+    ("RuntimeError: Engine core initialization failed. See root cause above.", "unknown"),
+    ("", "unknown"),
+])
+def test_classify_failure(log: str, cause: str) -> None:
+    assert classify_failure(log) == cause
+
+
+def test_server_error_carries_the_log_tail(tmp_path: Path) -> None:
+    err = ServerError("it died", cause="crashed", log_tail="line 1\nline 2",
+                      log_path=tmp_path / "s.log")
+    assert str(err) == f"it died\n--- last lines of {tmp_path / 's.log'} ---\nline 1\nline 2"
+    assert err.cause == "crashed"
+    assert str(ServerError("plain")) == "plain"
+    assert ServerError("plain").cause == "unknown"
+
+
+def test_tail(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    path.write_text("".join(f"line {i}\n" for i in range(100)))
+    assert server.tail(path, 3) == "line 97\nline 98\nline 99"
+    assert server.tail(tmp_path / "missing") == ""
+
+
+def test_free_port_is_bindable() -> None:
+    import socket
+
+    port = server.free_port()
+    assert 0 < port < 65536
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", port))
