@@ -153,7 +153,11 @@ NOTES = [
     "Request bodies: ours asks for stream_options.continuous_usage_stats (per-chunk usage); "
     "vLLM asks only include_usage and adds repetition_penalty=1.0 (use --same-body to give "
     "vLLM's requests continuous usage too).",
-    "Both clients share this machine's CPU cores with the server (see CPU diagnostics).",
+    "Both clients share this machine's CPU cores with the server (see CPU diagnostics). When "
+    "the cores are saturated, chunks reach the client in bunches: a request whose chunks all "
+    "arrive together has TTFT ~ E2EL and TPOT ~ 0, so at light load mean TPOT swings from run "
+    "to run even for one tool. Use --repeats (and --rate inf) before reading a TPOT gap as a "
+    "tool difference.",
 ]
 
 
@@ -247,6 +251,15 @@ class ToolRun:
     window: dict = field(default_factory=dict)   # start, end, client_cpu_s, server_cpu_s, ...
     send_span_s: float | None = None             # first to last actual send, s
     foreign: list[str] = field(default_factory=list)   # other vLLM servers seen at the start
+    bursts: dict = field(default_factory=dict)         # see burst_stats()
+
+
+def burst_stats(itls_ms: list[list[float]], tpots_ms: list[float]) -> dict:
+    """How bunched the chunks arrived: share of ITL samples under 0.5 ms, requests with TPOT
+    under 1 ms (every token arrived in one burst, so TTFT ~ E2EL and TPOT ~ 0)."""
+    flat = np.concatenate([np.asarray(x, dtype=float) for x in itls_ms]) if itls_ms else []
+    return {"itl_under_0_5ms_share": float(np.mean(np.asarray(flat) < 0.5)) if len(flat) else 0.0,
+            "requests_tpot_under_1ms": int(sum(t < 1.0 for t in tpots_ms))}
 
 
 def vllm_argv(a: argparse.Namespace, base_url: str, dataset: Path, run_dir: Path,
@@ -299,7 +312,14 @@ def run_vllm(a: argparse.Namespace, server: VLLMServer, dataset: Path, run_dir: 
     window.update(cpu.window(window["start"], window["end"]))
     starts = keys.get("start_times") or []
     span = (max(starts) - min(starts)) if starts else None
-    return ToolRun("vllm", keys, window, span)
+    run = ToolRun("vllm", keys, window, span)
+    if "itls" in keys:
+        ok = [i for i, e in enumerate(keys["errors"]) if not e and keys["ttfts"][i]]
+        run.bursts = burst_stats(
+            [[x * 1000 for x in keys["itls"][i]] for i in ok],
+            [(keys["latencies"][i] - keys["ttfts"][i]) * 1000 / (keys["output_lens"][i] - 1)
+             for i in ok if keys["output_lens"][i] > 1])
+    return run
 
 
 async def _ours(a: argparse.Namespace, base_url: str, requests: list[Request]):
@@ -325,7 +345,11 @@ def run_ours(a: argparse.Namespace, server: VLLMServer, requests: list[Request],
     window = {"start": t0, "end": t1, "client_cpu_s": c1 - c0}
     window.update(cpu.window(t0, t1))
     sends = [r.sent_s for r in result.records if r.sent_s is not None]
-    return ToolRun("ours", keys, window, (max(sends) - min(sends)) if sends else None)
+    run = ToolRun("ours", keys, window, (max(sends) - min(sends)) if sends else None)
+    done = [r for r in result.records if r.success]
+    run.bursts = burst_stats([[x * 1000 for x in metrics.itl_s(r)] for r in done],
+                             [t * 1000 for r in done if (t := metrics.tpot_s(r)) is not None])
+    return run
 
 
 # -------------------------------------------------------------------------------- reporting
@@ -336,7 +360,7 @@ def _rate_str(rate: float) -> str:
 def _fmt(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
-    if isinstance(value, int) or (float(value).is_integer() and abs(value) >= 100):
+    if float(value).is_integer():
         return f"{int(value):d}"
     return f"{value:.2f}" if abs(value) >= 10 else f"{value:.3f}"
 
@@ -359,11 +383,7 @@ def build_table(pairs: list[tuple[ToolRun, ToolRun]]) -> tuple[list[str], dict[s
             continue
         ratio = float(np.mean([_ratio(o, t) for o, t in zip(ours, theirs, strict=True)]))
         mean_ratios[key] = ratio
-        mean_t, mean_o = np.mean(theirs), np.mean(ours)
-        if all(isinstance(x, int) for x in theirs + ours) and len(pairs) == 1:
-            mean_t, mean_o = theirs[0], ours[0]
-        rows.append((label, _fmt(mean_t if isinstance(mean_t, int) else float(mean_t)),
-                     _fmt(mean_o if isinstance(mean_o, int) else float(mean_o)),
+        rows.append((label, _fmt(float(np.mean(theirs))), _fmt(float(np.mean(ours))),
                      f"{ratio:.3f}"))
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
     lines = [" | ".join(c.ljust(w) if i == 0 else c.rjust(w)
@@ -411,10 +431,14 @@ def definition_check(pairs: list[tuple[ToolRun, ToolRun]]) -> str:
             "so any gap in the table comes from what was measured, not from the formulas.")
 
 
-def diagnostics(a: argparse.Namespace, pairs: list[tuple[ToolRun, ToolRun]]) -> list[str]:
+def diagnostics(a: argparse.Namespace, pairs: list[tuple[ToolRun, ToolRun]],
+                facts: dict) -> list[str]:
     cores = os.cpu_count() or 1
     lines = [f"CPU diagnostics ({cores} cores; client/server CPU over the tool's warmup+run "
-             "window; machine busy = all cores):"]
+             "window; machine busy = all cores):",
+             f"  idle server (3 s before the runs): server CPU "
+             f"{facts.get('idle_server_cpu_share', math.nan):.0%} of a core, machine busy "
+             f"{facts.get('idle_machine_busy', math.nan):.0%}"]
     for rep, pair in enumerate(pairs, start=1):
         for run in pair:
             w = run.window
@@ -426,6 +450,12 @@ def diagnostics(a: argparse.Namespace, pairs: list[tuple[ToolRun, ToolRun]]) -> 
                 f"machine busy {w['machine_busy']:4.0%}, first-to-last send "
                 f"{_fmt(run.send_span_s)} s, mean requests in flight (sum E2EL / duration) "
                 f"{in_flight(run.keys):.2f}")
+            if run.bursts:
+                lines.append(
+                    f"  {'':8s} {run.tool:4s}: bunched chunks: "
+                    f"{run.bursts['itl_under_0_5ms_share']:.0%} of ITL samples < 0.5 ms, "
+                    f"{run.bursts['requests_tpot_under_1ms']} requests with TPOT < 1 ms "
+                    "(all tokens in one burst)")
     foreign = sorted({f for pair in pairs for run in pair for f in run.foreign})
     for f in foreign:
         lines.append(f"  WARNING: another vLLM server (not started here) was running: {f}")
@@ -531,6 +561,11 @@ def measure(a: argparse.Namespace, run_dir: Path,
               f"(vLLM {env.vllm_version()}, profile {profile.name}, "
               f"KV cache {facts.get('kv_cache_tokens')} tokens)", flush=True)
         with CpuSampler(server.proc.pid) as cpu:
+            t_idle = time.time()
+            time.sleep(3.0)
+            idle = cpu.window(t_idle, time.time())
+            facts["idle_server_cpu_share"] = idle["server_cpu_s"] / 3.0
+            facts["idle_machine_busy"] = idle["machine_busy"]
             for rep in range(a.repeats):
                 done: dict[str, ToolRun] = {}
                 for tool in tool_order(a, rep):
@@ -565,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
     check = ("total_input_tokens equal in every repeat (same prompts, no chat template)"
              if same_input else "MISMATCH: total_input_tokens differ between the tools")
     out = [header, "", *table, "", line, check, definition_check(pairs), "",
-           *diagnostics(a, pairs), "", "Notes:"]
+           *diagnostics(a, pairs, facts), "", "Notes:"]
     out += [f"  - {n}" for n in NOTES]
     text = "\n".join(out) + "\n"
     print("\n" + text, end="")
@@ -576,7 +611,8 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": [{"vllm": {k: v.keys.get(k) for _, k in ROWS}, "ours": o.keys,
                      "vllm_window": v.window, "ours_window": o.window,
                      "vllm_send_span_s": v.send_span_s, "ours_send_span_s": o.send_span_s,
-                     "foreign_vllm_servers": sorted(set(v.foreign + o.foreign))}
+                     "foreign_vllm_servers": sorted(set(v.foreign + o.foreign)),
+                     "vllm_bursts": v.bursts, "ours_bursts": o.bursts}
                     for v, o in pairs],
         "env": env.facts()}, indent=2, default=str))
     print(f"written to {run_dir}/ (table.txt, comparison.json, vllm-bench-*.json, ours-*.json)")

@@ -30,8 +30,9 @@ def cards_build() -> None:
 
 
 @main.command()
-@click.option("--short", is_flag=True,
-              help="Print one line: ok and the versions, or the first failure.")
+@click.option(
+    "--short", is_flag=True, help="Print one line: ok and the versions, or the first failure."
+)
 def doctor(short: bool) -> None:
     """Show versions, hardware and the profile; exit 1 if the course cannot run here."""
     from vllm_course.doctor import diagnose
@@ -47,8 +48,11 @@ def doctor(short: bool) -> None:
         for check in report.checks:
             click.echo(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.message}")
         click.echo("")
-        click.echo("doctor: all checks passed" if report.ok
-                   else f"doctor: {len(report.failures)} check(s) failed; see FAIL above")
+        click.echo(
+            "doctor: all checks passed"
+            if report.ok
+            else f"doctor: {len(report.failures)} check(s) failed; see FAIL above"
+        )
     if not report.ok:
         raise SystemExit(1)
 
@@ -56,7 +60,13 @@ def doctor(short: bool) -> None:
 def _execute(config, results_root: str) -> None:
     """Run one experiment with a progress bar, print the report; this process owns the server."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     from vllm_course import env
     from vllm_course.experiment import run_experiment
@@ -67,10 +77,18 @@ def _execute(config, results_root: str) -> None:
     console = Console(stderr=True)
     profile = env.current_profile()
     pool = ServerPool(max_live=1, profile_args=profile.server_args)
-    console.print(f"[bold]vllm-course[/]: profile {profile.name} ({profile.description}); "
-                  f"vLLM {env.vllm_version()} ({env.vllm_build()} build)")
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeRemainingColumn(), console=console, transient=False)
+    console.print(
+        f"[bold]vllm-course[/]: profile {profile.name} ({profile.description}); "
+        f"vLLM {env.vllm_version()} ({env.vllm_build()} build)"
+    )
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
     task = progress.add_task("requests", total=None)
 
     def on_progress(done: int, total: int) -> None:
@@ -80,12 +98,17 @@ def _execute(config, results_root: str) -> None:
         original = pool.acquire
 
         def acquire(cfg, log_path=None):
-            with console.status(f"starting a vLLM server for {cfg.model} "
-                                f"(~40-70 s on a 2-core CPU, ~2 min on a GPU); log: {log_path}"):
+            with console.status(
+                f"starting a vLLM server for {cfg.model} "
+                f"(~40-70 s on a 2-core CPU, ~2 min on a GPU); log: {log_path}"
+            ):
                 server = original(cfg, log_path=log_path)
-            console.print(f"server ready at {server.base_url} in {server.facts.ready_s} s; "
-                          f"KV cache {server.facts.kv_cache_tokens:,} tokens"
-                          if server.facts.kv_cache_tokens else f"server ready at {server.base_url}")
+            console.print(
+                f"server ready at {server.base_url} in {server.facts.ready_s} s; "
+                f"KV cache {server.facts.kv_cache_tokens:,} tokens"
+                if server.facts.kv_cache_tokens
+                else f"server ready at {server.base_url}"
+            )
             progress.start()
             return server
 
@@ -102,18 +125,30 @@ def _execute(config, results_root: str) -> None:
         console.print(f"[red]error:[/] {exc}", markup=False, highlight=False)
         raise SystemExit(1) from None
     except KeyboardInterrupt:
-        console.print("interrupted: the server was stopped; finished requests are in the run "
-                      "folder's requests.jsonl")
+        console.print(
+            "interrupted: the server was stopped; finished requests are in the run "
+            "folder's requests.jsonl"
+        )
         raise SystemExit(130) from None
     click.echo(result.report())
     click.echo(f"\nwrote {result.path}/: summary.json, requests.jsonl, server.log, latency.png")
 
 
 @main.command()
-@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="YAML run file: server, workload, load, slo (see examples/).")
-@click.option("--results", "results_root", default="results", show_default=True,
-              help="Folder that receives results/<name>-<time>/.")
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="YAML run file: server, workload, load, slo (see examples/).",
+)
+@click.option(
+    "--results",
+    "results_root",
+    default="results",
+    show_default=True,
+    help="Folder that receives results/<name>-<time>/.",
+)
 def run(config_path: str, results_root: str) -> None:
     """Run one experiment from a YAML file against a real vLLM server."""
     from pydantic import ValidationError
@@ -142,12 +177,18 @@ def demo(results_root: str, num_requests: int | None) -> None:
         name="demo",
         server=ServerConfig(model=profile.model),
         workload=FileWorkload(path=dataset, num_requests=num_requests or d.num_requests),
-        load=LoadSpec(endpoint="completions", rate_rps=d.rate_rps, burstiness=d.burstiness,
-                      num_warmups=d.num_warmups),
+        load=LoadSpec(
+            endpoint="completions",
+            rate_rps=d.rate_rps,
+            burstiness=d.burstiness,
+            num_warmups=d.num_warmups,
+        ),
         slo=SLO(**d.slo) if d.slo else None,
     )
-    click.echo(f"demo: {dataset.relative_to(REPO_ROOT)} (see datasets/README.md), Poisson arrivals "
-               f"at {d.rate_rps:g} req/s, model {profile.model}")
+    click.echo(
+        f"demo: {dataset.relative_to(REPO_ROOT)} (see datasets/README.md), Poisson arrivals "
+        f"at {d.rate_rps:g} req/s, model {profile.model}"
+    )
     _execute(config, results_root)
 
 
@@ -169,8 +210,10 @@ def servers_list() -> None:
         return
     for e in rows:
         owner = f"owner {e['owner_pid']}" + ("" if e["owner_alive"] else " (gone)")
-        click.echo(f"pid {e['pid']}  {e['host']}:{e['port']}  {e['model']}  up "
-                   f"{time.time() - e['started_at']:.0f} s  {owner}  log {e['log']}")
+        click.echo(
+            f"pid {e['pid']}  {e['host']}:{e['port']}  {e['model']}  up "
+            f"{time.time() - e['started_at']:.0f} s  {owner}  log {e['log']}"
+        )
 
 
 @servers.command("stop")
@@ -196,24 +239,52 @@ def workload_group() -> None:
 @click.option("--num-requests", type=int, required=True)
 @click.option("--input-len", type=int, required=True, help="Prompt tokens (usage.prompt_tokens).")
 @click.option("--output-len", type=int, required=True, help="Output tokens (max_tokens).")
-@click.option("--input-len-range", type=float, default=0.0, show_default=True,
-              help="Uniform spread: lengths in input_len*(1±range).")
+@click.option(
+    "--input-len-range",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Uniform spread: lengths in input_len*(1±range).",
+)
 @click.option("--output-len-range", type=float, default=0.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--endpoint", type=click.Choice(["completions", "chat"]), default="completions",
-              show_default=True, help="Prompt lengths are exact for this endpoint.")
-@click.option("--model", default="tiny-mistral", show_default=True,
-              help="Card or hub id whose tokenizer counts the tokens.")
+@click.option(
+    "--endpoint",
+    type=click.Choice(["completions", "chat"]),
+    default="completions",
+    show_default=True,
+    help="Prompt lengths are exact for this endpoint.",
+)
+@click.option(
+    "--model",
+    default="tiny-mistral",
+    show_default=True,
+    help="Card or hub id whose tokenizer counts the tokens.",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
-def workload_synth(num_requests, input_len, output_len, input_len_range, output_len_range, seed,
-                   endpoint, model, output) -> None:
+def workload_synth(
+    num_requests,
+    input_len,
+    output_len,
+    input_len_range,
+    output_len_range,
+    seed,
+    endpoint,
+    model,
+    output,
+) -> None:
     """Generate a seeded synthetic request set; the same arguments give the same file byte for byte."""
     from vllm_course.config import SyntheticWorkload
     from vllm_course.workload import PromptTokenizer, synthesize, write_jsonl
 
-    spec = SyntheticWorkload(num_requests=num_requests, input_len=input_len, output_len=output_len,
-                             input_len_range=input_len_range, output_len_range=output_len_range,
-                             seed=seed)
+    spec = SyntheticWorkload(
+        num_requests=num_requests,
+        input_len=input_len,
+        output_len=output_len,
+        input_len_range=input_len_range,
+        output_len_range=output_len_range,
+        seed=seed,
+    )
     requests = synthesize(spec, PromptTokenizer(model), endpoint)
     write_jsonl(requests, output)
     click.echo(f"wrote {len(requests)} requests to {output}")

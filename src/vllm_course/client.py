@@ -10,6 +10,7 @@ record says so (``token_count_source = "chunks"``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -44,8 +45,7 @@ def _chunk_text(choice: dict) -> str:
     if "text" in choice:
         return choice.get("text") or ""
     delta = choice.get("delta") or {}
-    return (delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-            or "")
+    return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
 
 
 async def sse_lines(resp: httpx.Response):
@@ -82,9 +82,13 @@ class _Stream:
             self.done = True
             return
         obj = json.loads(data)
+        if not isinstance(obj, dict):
+            raise ValueError(f"malformed SSE event: expected a JSON object, got {data[:80]!r}")
         if "error" in obj and not obj.get("choices"):
             err = obj["error"]
-            raise RuntimeError(f"server error in stream: {err.get('message', err) if isinstance(err, dict) else err}")
+            raise RuntimeError(
+                f"server error in stream: {err.get('message', err) if isinstance(err, dict) else err}"
+            )
         usage = obj.get("usage")
         choices = obj.get("choices") or []
         if not choices:
@@ -108,7 +112,8 @@ class _Stream:
         elif not self.r.chunk_s and (choice.get("delta") or {}).get("role"):
             self.r.role_chunk_s = now
 
-    def finish(self) -> None:
+    def settle(self) -> None:
+        """Fill the token counts from what arrived (also for a stream cut short)."""
         r = self.r
         r.token_count_source = "continuous_usage" if self.per_chunk_usage else "chunks"
         if self.final_usage:
@@ -116,12 +121,24 @@ class _Stream:
             r.output_tokens = self.final_usage.get("completion_tokens", sum(r.chunk_tokens))
         else:
             r.output_tokens = sum(r.chunk_tokens)
-        if not self.done and r.finish_reason is None:
-            raise RuntimeError("stream ended before the request finished (no finish_reason, no [DONE])")
+
+    def finish(self) -> None:
+        """Raise if the stream ended without the request finishing."""
+        if not self.done and self.r.finish_reason is None:
+            raise RuntimeError(
+                "stream ended before the request finished (no finish_reason, no [DONE])"
+            )
 
 
-async def send(client: httpx.AsyncClient, request: Request, record: RequestRecord, *,
-               model: str, endpoint: Endpoint, t0: float) -> RequestRecord:
+async def send(
+    client: httpx.AsyncClient,
+    request: Request,
+    record: RequestRecord,
+    *,
+    model: str,
+    endpoint: Endpoint,
+    t0: float,
+) -> RequestRecord:
     """Send one streamed request and fill ``record`` in place (also returned).
 
     Never raises for a failed request: HTTP errors, dropped connections, malformed SSE and
@@ -152,8 +169,12 @@ async def send(client: httpx.AsyncClient, request: Request, record: RequestRecor
                     if stream.done:
                         break
         stream.finish()
-    except (httpx.HTTPError, RuntimeError, ValueError) as exc:   # json errors are ValueErrors
+    except (httpx.HTTPError, RuntimeError, ValueError) as exc:  # json errors are ValueErrors
         record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    except asyncio.CancelledError:
+        record.error = "cancelled"
+        raise
     finally:
+        stream.settle()
         record.end_s = time.perf_counter() - t0
     return record

@@ -116,7 +116,8 @@ class LoadSpec(_Frozen):
             waiting for a slot is reported as client queue time.
         num_warmups: requests sent (and excluded) before the measured run.
         seed: seed of the arrival process.
-        timeout_s: per-request timeout in seconds.
+        timeout_s: per-request timeout in seconds, from send to the end of the stream (waiting
+            for a concurrency slot not included).
     """
 
     endpoint: Endpoint = "completions"
@@ -145,6 +146,16 @@ class RunConfig(_Frozen):
     load: LoadSpec = Field(default_factory=LoadSpec)
     slo: SLO | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_workload_kind(cls, data: object) -> object:
+        # `kind` may be left out: a workload with a `path` is a file, anything else synthetic
+        if isinstance(data, dict) and isinstance(data.get("workload"), dict):
+            wl = data["workload"]
+            if "kind" not in wl:
+                data = {**data, "workload": {"kind": "file" if "path" in wl else "synthetic", **wl}}
+        return data
+
     @model_validator(mode="after")
     def _name_is_a_folder_name(self) -> RunConfig:
         if not self.name or any(c in self.name for c in "/\\") or self.name.startswith("."):
@@ -161,5 +172,7 @@ class RunConfig(_Frozen):
         """
         data = yaml.safe_load(Path(path).read_text()) or {}
         if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+            raise ValueError(
+                f"{path}: expected a mapping at the top level, got {type(data).__name__}"
+            )
         return cls.model_validate(data)

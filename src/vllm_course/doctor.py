@@ -75,8 +75,10 @@ class Report:
             vllm = f"vLLM {self.vllm_version} ({self.vllm_build} build)"
         else:
             vllm = "vLLM not installed"
-        line = (f"{vllm}, torch {self.torch_version or 'not installed'}, "
-                f"Python {platform.python_version()}, profile {self.profile}")
+        line = (
+            f"{vllm}, torch {self.torch_version or 'not installed'}, "
+            f"Python {platform.python_version()}, profile {self.profile}"
+        )
         if self.ok:
             return f"doctor: ok: {line}"
         first = self.failures[0]
@@ -109,7 +111,10 @@ def nvidia_gpus() -> list[str] | None:
     try:
         out = subprocess.run(
             [exe, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=True,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -151,8 +156,7 @@ def check_vllm(version: str | None, build: str | None) -> Check:
         build: ``env.vllm_build()``.
     """
     if version is None:
-        return Check("vllm", False,
-                     f"vLLM is not installed for {sys.executable}: run `make setup`")
+        return Check("vllm", False, f"vLLM is not installed for {sys.executable}: run `make setup`")
     return Check("vllm", True, f"vLLM {version} ({build} build)")
 
 
@@ -167,13 +171,15 @@ def check_broken_packages(build: str | None) -> Check:
     found = env.broken_packages()
     if found:
         return Check(
-            "cpu-build-packages", False,
+            "cpu-build-packages",
+            False,
             f"{', '.join(found)} installed beside the CPU build of vLLM; they do not match the "
             f"+cpu torch and break the server at start. "
             f"Run: {sys.executable} -m {UNINSTALL_BROKEN}",
         )
-    return Check("cpu-build-packages", True,
-                 f"none of {', '.join(env.BROKEN_BESIDE_CPU_TORCH)} installed")
+    return Check(
+        "cpu-build-packages", True, f"none of {', '.join(env.BROKEN_BESIDE_CPU_TORCH)} installed"
+    )
 
 
 def check_tokenizer() -> Check:
@@ -182,9 +188,11 @@ def check_tokenizer() -> Check:
         path = models.tokenizer_source()
     except FileNotFoundError as exc:
         advice = "" if "make setup" in str(exc) else "; run `make setup`"
-        return Check("tokenizer", False,
-                     f"{exc}{advice} (the offline model cards need mistral_common>=1.5's "
-                     "v3 tokenizer)")
+        return Check(
+            "tokenizer",
+            False,
+            f"{exc}{advice} (the offline model cards need mistral_common>=1.5's v3 tokenizer)",
+        )
     return Check("tokenizer", True, f"mistral_common ships {path.name}")
 
 
@@ -221,8 +229,13 @@ def diagnose() -> Report:
     else:
         facts.append(("GPU", "no GPU"))
         flags = env.cpu_flags()
-        facts.append(("CPU", f"{os.cpu_count()} cores, {platform.machine()}, "
-                             f"flags: {' '.join(flags) if flags else 'none of interest'}"))
+        facts.append(
+            (
+                "CPU",
+                f"{os.cpu_count()} cores, {platform.machine()}, "
+                f"flags: {' '.join(flags) if flags else 'none of interest'}",
+            )
+        )
     facts.append(("free memory", _gib(env.memory_available_bytes())))
     facts.append(("profile", f"{profile} ({profile_reason(profile)})"))
     facts.append(("course home", str(models.course_home())))
@@ -233,5 +246,11 @@ def diagnose() -> Report:
         check_tokenizer(),
         check_profile(profile),
     ]
-    return Report(facts=facts, checks=checks, vllm_version=version, vllm_build=build,
-                  torch_version=torch, profile=profile)
+    return Report(
+        facts=facts,
+        checks=checks,
+        vllm_version=version,
+        vllm_build=build,
+        torch_version=torch,
+        profile=profile,
+    )

@@ -33,8 +33,11 @@ def vllm_version() -> str | None:
         text = path.read_text()
     except OSError:
         return None
-    match = re.search(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""",
-                      text, re.M)
+    match = re.search(
+        r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""",
+        text,
+        re.M,
+    )
     return match.group(1) if match else None
 
 
@@ -59,8 +62,11 @@ def gpus() -> list[str]:
         out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20, check=True)
     except (OSError, subprocess.SubprocessError):
         return []
-    return [line.split(":", 1)[1].split("(UUID")[0].strip() for line in out.stdout.splitlines()
-            if line.startswith("GPU ")]
+    return [
+        line.split(":", 1)[1].split("(UUID")[0].strip()
+        for line in out.stdout.splitlines()
+        if line.startswith("GPU ")
+    ]
 
 
 def detect_profile_name() -> str:

@@ -40,18 +40,32 @@ def cross_checks(records: list[RequestRecord], server: ServerMetrics | None) -> 
     """Compare the client's token counts with the server's counters and the requested lengths."""
     measured = [r for r in records if not r.warmup]
     client_tokens = sum(r.output_tokens if r.success else sum(r.chunk_tokens) for r in measured)
-    mismatches = sum(1 for r in measured if r.success and r.prompt_len is not None
-                     and r.prompt_tokens is not None and r.prompt_tokens != r.prompt_len)
+    mismatches = sum(
+        1
+        for r in measured
+        if r.success
+        and r.prompt_len is not None
+        and r.prompt_tokens is not None
+        and r.prompt_tokens != r.prompt_len
+    )
     warnings = []
     server_tokens = server.generation_tokens if server else None
     if server_tokens is not None and server_tokens != client_tokens:
-        warnings.append(f"client received {client_tokens} output tokens, the server counted "
-                        f"{server_tokens:.0f} (Δvllm:generation_tokens_total)")
+        warnings.append(
+            f"client received {client_tokens} output tokens, the server counted "
+            f"{server_tokens:.0f} (Δvllm:generation_tokens_total)"
+        )
     if mismatches:
-        warnings.append(f"{mismatches} request(s) had usage.prompt_tokens different from the "
-                        "workload's prompt_len (was the workload built for another endpoint or model?)")
-    return Checks(client_output_tokens=client_tokens, server_generation_tokens=server_tokens,
-                  prompt_len_mismatches=mismatches, warnings=warnings)
+        warnings.append(
+            f"{mismatches} request(s) had usage.prompt_tokens different from the "
+            "workload's prompt_len (was the workload built for another endpoint or model?)"
+        )
+    return Checks(
+        client_output_tokens=client_tokens,
+        server_generation_tokens=server_tokens,
+        prompt_len_mismatches=mismatches,
+        warnings=warnings,
+    )
 
 
 async def _settle(base_url: str, delay_s: float = 0.3) -> None:
@@ -64,9 +78,14 @@ async def _settle(base_url: str, delay_s: float = 0.3) -> None:
             pass
 
 
-async def run_experiment(config: RunConfig, results_root: str | Path = "results", *,
-                         pool: ServerPool | None = None, progress: ProgressFn | None = None,
-                         sample_interval_s: float = 1.0) -> RunResult:
+async def run_experiment(
+    config: RunConfig,
+    results_root: str | Path = "results",
+    *,
+    pool: ServerPool | None = None,
+    progress: ProgressFn | None = None,
+    sample_interval_s: float = 1.0,
+) -> RunResult:
     """Run ``config`` against a real vLLM server and save ``results_root/<name>-<time>/``.
 
     The server comes from ``pool`` (default: this process's pool), so a later run with identical
@@ -80,20 +99,32 @@ async def run_experiment(config: RunConfig, results_root: str | Path = "results"
     pool = pool or default_pool()
     endpoint = config.load.endpoint
     requests = workload.load(config.workload, config.server.model, endpoint)
-    warmups = (workload.warmup_requests(workload.PromptTokenizer(config.server.model),
-                                        config.load.num_warmups, endpoint)
-               if config.load.num_warmups else [])
+    warmups = (
+        workload.warmup_requests(
+            workload.PromptTokenizer(config.server.model), config.load.num_warmups, endpoint
+        )
+        if config.load.num_warmups
+        else []
+    )
     run_dir = new_run_dir(results_root, config.name)
     server = pool.acquire(config.server, log_path=run_dir / "server.log")
     try:
-        return await _measure(config, server, requests, warmups, run_dir, progress,
-                              sample_interval_s)
+        return await _measure(
+            config, server, requests, warmups, run_dir, progress, sample_interval_s
+        )
     finally:
         pool.release(server)
 
 
-async def _measure(config: RunConfig, server: VLLMServer, requests, warmups, run_dir: Path,
-                   progress, sample_interval_s: float) -> RunResult:
+async def _measure(
+    config: RunConfig,
+    server: VLLMServer,
+    requests,
+    warmups,
+    run_dir: Path,
+    progress,
+    sample_interval_s: float,
+) -> RunResult:
     sink_path = run_dir / "requests.jsonl"
     sink_file = sink_path.open("w")
 
@@ -110,8 +141,15 @@ async def _measure(config: RunConfig, server: VLLMServer, requests, warmups, run
             async with httpx.AsyncClient(base_url=server.base_url, timeout=load.timeout_s) as c:
                 await warm_up(c, warmups, load, config.server.model)
         async with Sampler(server.base_url, sample_interval_s) as sampler:
-            result = await run_load(server.base_url, config.server.model, requests, load,
-                                    progress=progress, sink=sink, should_stop=should_stop)
+            result = await run_load(
+                server.base_url,
+                config.server.model,
+                requests,
+                load,
+                progress=progress,
+                sink=sink,
+                should_stop=should_stop,
+            )
             if server.alive():
                 await _settle(server.base_url)
     finally:
@@ -125,16 +163,27 @@ async def _measure(config: RunConfig, server: VLLMServer, requests, warmups, run
         summary = metrics.summarize(records, config.slo, result.duration_s)
         plots.save_latency_png(records, str(run_dir / "latency.png"), title=config.name)
     run = RunResult(
-        name=config.name, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        config=config, summary=summary, server_metrics=server_metrics,
-        startup=vars(server.facts).copy(), checks=cross_checks(records, server_metrics),
-        env=env.facts(), vllm_bench_keys=summary.to_vllm_keys() if summary else {},
-        stopped_early=result.stopped_early, path=str(run_dir))
+        name=config.name,
+        created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        config=config,
+        summary=summary,
+        server_metrics=server_metrics,
+        startup=vars(server.facts).copy(),
+        checks=cross_checks(records, server_metrics),
+        env=env.facts(),
+        vllm_bench_keys=summary.to_vllm_keys() if summary else {},
+        stopped_early=result.stopped_early,
+        path=str(run_dir),
+    )
     run.save(run_dir)
     if not server.alive():
         try:
             server.check_alive()
         except ServerError as exc:
-            raise ServerError(f"{exc.args[0].splitlines()[0]}\npartial results saved in {run_dir}",
-                              cause="crashed", log_tail=exc.log_tail, log_path=exc.log_path) from None
+            raise ServerError(
+                f"{exc.args[0].splitlines()[0]}\npartial results saved in {run_dir}",
+                cause="crashed",
+                log_tail=exc.log_tail,
+                log_path=exc.log_path,
+            ) from None
     return run

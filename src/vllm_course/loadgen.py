@@ -43,20 +43,33 @@ class LoadResult:
     stopped_early: str | None = None
 
 
-async def warm_up(client: httpx.AsyncClient, warmups: Sequence[Request], load: LoadSpec,
-                  model: str) -> list[RequestRecord]:
+async def warm_up(
+    client: httpx.AsyncClient, warmups: Sequence[Request], load: LoadSpec, model: str
+) -> list[RequestRecord]:
     """Send ``warmups`` all at once on ``client`` and wait for them; their records (``warmup=True``)."""
     t0 = time.perf_counter()
     records = [RequestRecord(index=i, warmup=True) for i in range(len(warmups))]
-    await asyncio.gather(*(send(client, w, r, model=model, endpoint=load.endpoint, t0=t0)
-                           for w, r in zip(warmups, records)))
+    await asyncio.gather(
+        *(
+            send(client, w, r, model=model, endpoint=load.endpoint, t0=t0)
+            for w, r in zip(warmups, records)
+        )
+    )
     return records
 
 
-async def run_load(base_url: str, model: str, requests: Sequence[Request], load: LoadSpec, *,
-                   warmups: Sequence[Request] = (), progress: ProgressFn | None = None,
-                   sink: RecordSink | None = None,
-                   should_stop: Callable[[], str | None] | None = None) -> LoadResult:
+async def run_load(
+    base_url: str,
+    model: str,
+    requests: Sequence[Request],
+    load: LoadSpec,
+    *,
+    warmups: Sequence[Request] = (),
+    progress: ProgressFn | None = None,
+    sink: RecordSink | None = None,
+    should_stop: Callable[[], str | None] | None = None,
+    offsets_s: Sequence[float] | None = None,
+) -> LoadResult:
     """Drive ``requests`` through a server following ``load``.
 
     Args:
@@ -70,6 +83,9 @@ async def run_load(base_url: str, model: str, requests: Sequence[Request], load:
         should_stop: polled while dispatching; a non-``None`` string stops sending new requests
             (the reason ends up in ``LoadResult.stopped_early``); requests not sent are recorded
             as failed with that reason, never dropped.
+        offsets_s: explicit send times in seconds from the run start, one per request
+            (non-decreasing), replacing ``load``'s arrival process (rate, burstiness, seed), e.g.
+            to replay a trace or another tool's exact schedule.
 
     Returns:
         A :class:`LoadResult`; failed requests stay in it with ``error`` set.
@@ -77,19 +93,30 @@ async def run_load(base_url: str, model: str, requests: Sequence[Request], load:
     cap = load.max_concurrency
     limits = httpx.Limits(max_connections=cap, max_keepalive_connections=cap)
     timeout = httpx.Timeout(load.timeout_s, connect=30.0)
-    offsets = schedule(len(requests), load.rate_rps, load.burstiness, load.seed)
+    if offsets_s is None:
+        offsets = schedule(len(requests), load.rate_rps, load.burstiness, load.seed)
+    else:
+        offsets = [float(t) for t in offsets_s]
+        if len(offsets) != len(requests) or any(b < a for a, b in zip(offsets, offsets[1:])):
+            raise ValueError("offsets_s needs one non-decreasing send time per request")
     records = [RequestRecord(index=i, scheduled_s=float(t)) for i, t in enumerate(offsets)]
     semaphore = asyncio.Semaphore(cap) if cap else None
     done = 0
 
+    async def timed_send(i: int, t0: float) -> None:
+        coro = send(client, requests[i], records[i], model=model, endpoint=load.endpoint, t0=t0)
+        try:
+            await asyncio.wait_for(coro, load.timeout_s)
+        except asyncio.TimeoutError:
+            records[i].error = f"timeout: no complete response within {load.timeout_s:g} s"
+
     async def one(i: int, t0: float) -> None:
         nonlocal done
         if semaphore is None:
-            await send(client, requests[i], records[i], model=model, endpoint=load.endpoint, t0=t0)
+            await timed_send(i, t0)
         else:
             async with semaphore:
-                await send(client, requests[i], records[i], model=model, endpoint=load.endpoint,
-                           t0=t0)
+                await timed_send(i, t0)
         done += 1
         if sink is not None:
             sink(records[i])
@@ -121,7 +148,7 @@ async def run_load(base_url: str, model: str, requests: Sequence[Request], load:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             for r in records:
-                if r.end_s is None and r.error is None:
+                if (r.end_s is None and r.error is None) or r.error == "cancelled":
                     r.error = "cancelled: the run was interrupted"
             raise
         finally:

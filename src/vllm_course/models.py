@@ -58,16 +58,30 @@ class ModelCard:
 CARDS: dict[str, ModelCard] = {
     "tiny-mistral": ModelCard(
         "tiny-mistral",
-        {**_MISTRAL_COMMON, "hidden_size": 256, "intermediate_size": 1024,
-         "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
-         "head_dim": 64, "max_position_embeddings": 8192},
+        {
+            **_MISTRAL_COMMON,
+            "hidden_size": 256,
+            "intermediate_size": 1024,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 64,
+            "max_position_embeddings": 8192,
+        },
         same_shape_as="none (a scaled-down Mistral for CPU runs)",
     ),
     "mistral-7b-v0.3": ModelCard(
         "mistral-7b-v0.3",
-        {**_MISTRAL_COMMON, "hidden_size": 4096, "intermediate_size": 14336,
-         "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-         "head_dim": 128, "max_position_embeddings": 32768},
+        {
+            **_MISTRAL_COMMON,
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "max_position_embeddings": 32768,
+        },
         same_shape_as="mistralai/Mistral-7B-Instruct-v0.3",
     ),
 }

@@ -31,8 +31,14 @@ def plot_cdf(values_ms: Sequence[float], label: str, ax: Axes | None = None) -> 
         for p, style in ((50, ":"), (99, "--")):
             x = float(np.percentile(v, p))
             ax.axvline(x, color="grey", linestyle=style, linewidth=0.8)
-            ax.annotate(f"P{p} {x:.1f}", (x, 0.02 if p == 50 else 0.1), fontsize=7, rotation=90,
-                        ha="right", va="bottom")
+            ax.annotate(
+                f"P{p} {x:.1f}",
+                (x, 0.02 if p == 50 else 0.1),
+                fontsize=7,
+                rotation=90,
+                ha="right",
+                va="bottom",
+            )
     ax.set_xlabel(f"{label} (ms)")
     ax.set_ylabel("fraction of requests")
     ax.set_ylim(0, 1.02)
@@ -40,8 +46,9 @@ def plot_cdf(values_ms: Sequence[float], label: str, ax: Axes | None = None) -> 
     return ax
 
 
-def plot_latency_distributions(records: Sequence[RequestRecord], axes: Sequence[Axes] | None = None,
-                               title: str | None = None) -> Sequence[Axes]:
+def plot_latency_distributions(
+    records: Sequence[RequestRecord], axes: Sequence[Axes] | None = None, title: str | None = None
+) -> Sequence[Axes]:
     """CDFs of TTFT, TPOT and E2EL (ms) of the successful requests, side by side.
 
     Returns:

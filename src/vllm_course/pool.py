@@ -28,8 +28,9 @@ class ServerPool:
         profile_args: the hardware profile's default flags for every server.
     """
 
-    def __init__(self, max_live: int = 2, idle_timeout_s: float = 900.0,
-                 profile_args: dict | None = None):
+    def __init__(
+        self, max_live: int = 2, idle_timeout_s: float = 900.0, profile_args: dict | None = None
+    ):
         self.max_live = max_live
         self.idle_timeout_s = idle_timeout_s
         self.profile_args = dict(profile_args or {})
@@ -92,7 +93,10 @@ class ServerPool:
             now = time.monotonic()
             with self._lock:
                 for key in list(self._servers):
-                    if key not in self._in_use and now - self._last_used.get(key, now) > self.idle_timeout_s:
+                    if (
+                        key not in self._in_use
+                        and now - self._last_used.get(key, now) > self.idle_timeout_s
+                    ):
                         self._servers.pop(key).stop()
 
     @property

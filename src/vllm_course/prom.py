@@ -21,13 +21,18 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "vllm:kv_cache_usage_perc": ("vllm:gpu_cache_usage_perc",),
     "vllm:prefix_cache_queries_total": ("vllm:gpu_prefix_cache_queries_total",),
     "vllm:prefix_cache_hits_total": ("vllm:gpu_prefix_cache_hits_total",),
-    "vllm:inter_token_latency_seconds": ("vllm:time_per_output_token_seconds",),
 }
+
+# fractions per engine: the run-wide value is the fullest engine's, not the sum over engines
+MAX_OVER_LABELS = frozenset({"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"})
 
 
 @dataclass
 class Snapshot:
     """One scrape: sample name -> value summed over label sets (histogram buckets keep ``le``).
+
+    Fractions per engine (:data:`MAX_OVER_LABELS`, e.g. ``vllm:kv_cache_usage_perc``) take the
+    maximum over label sets instead of the sum.
 
     Attributes:
         t: wall-clock time of the scrape (``time.time()``).
@@ -45,8 +50,9 @@ class Snapshot:
             return self.values[name]
         for old in ALIASES.get(name, ()):
             if old in self.values:
-                warnings.warn(f"server exposes deprecated {old}; read as {name}", UserWarning,
-                              stacklevel=2)
+                warnings.warn(
+                    f"server exposes deprecated {old}; read as {name}", UserWarning, stacklevel=2
+                )
                 return self.values[old]
         return default
 
@@ -60,6 +66,8 @@ def parse(text: str, t: float | None = None) -> Snapshot:
                 le = float(sample.labels["le"])
                 hist = snap.buckets.setdefault(sample.name[: -len("_bucket")], {})
                 hist[le] = hist.get(le, 0.0) + sample.value
+            elif sample.name in MAX_OVER_LABELS:
+                snap.values[sample.name] = max(snap.values.get(sample.name, 0.0), sample.value)
             else:
                 snap.values[sample.name] = snap.values.get(sample.name, 0.0) + sample.value
     return snap
@@ -105,8 +113,9 @@ def _delta(before: Snapshot, after: Snapshot, name: str) -> float | None:
     return None if a is None or b is None else a - b
 
 
-def summarize_window(before: Snapshot, after: Snapshot, during: list[Snapshot],
-                     interval_s: float | None = None) -> ServerMetrics:
+def summarize_window(
+    before: Snapshot, after: Snapshot, during: list[Snapshot], interval_s: float | None = None
+) -> ServerMetrics:
     """Counter deltas between ``before`` and ``after`` and gauge peaks over all snapshots."""
     queries = _delta(before, after, "vllm:prefix_cache_queries_total")
     hits = _delta(before, after, "vllm:prefix_cache_hits_total")

@@ -27,9 +27,16 @@ def register(server: VLLMServer) -> None:
     """Record a just-launched server."""
     assert server.proc is not None
     _dir().mkdir(parents=True, exist_ok=True)
-    entry = {"pid": server.proc.pid, "port": server.port, "host": server.config.host,
-             "model": server.config.model, "owner_pid": os.getpid(), "started_at": time.time(),
-             "log": str(server.log_path), "args": server.effective_args()}
+    entry = {
+        "pid": server.proc.pid,
+        "port": server.port,
+        "host": server.config.host,
+        "model": server.config.model,
+        "owner_pid": os.getpid(),
+        "started_at": time.time(),
+        "log": str(server.log_path),
+        "args": server.effective_args(),
+    }
     (_dir() / f"{server.proc.pid}.json").write_text(json.dumps(entry))
 
 

@@ -92,28 +92,54 @@ class RunResult(BaseModel):
             return [("status", self.stopped_early or "no summary")]
         out += [
             ("requests", f"{s.completed} completed, {s.failed} failed, in {s.duration_s:.1f} s"),
-            ("throughput", f"{s.request_throughput_rps:.2f} req/s, {s.output_throughput_tok_s:,.0f} "
-                           f"output tok/s, {s.total_throughput_tok_s:,.0f} total tok/s"),
+            (
+                "throughput",
+                f"{s.request_throughput_rps:.2f} req/s, {s.output_throughput_tok_s:,.0f} "
+                f"output tok/s, {s.total_throughput_tok_s:,.0f} total tok/s",
+            ),
             ("peak output", f"{s.peak_output_tok_s:,.0f} tok/s (1-s buckets)"),
         ]
-        for label, dist in (("TTFT", s.ttft_ms), ("TPOT", s.tpot_ms), ("ITL", s.itl_ms),
-                            ("E2EL", s.e2el_ms)):
+        for label, dist in (
+            ("TTFT", s.ttft_ms),
+            ("TPOT", s.tpot_ms),
+            ("ITL", s.itl_ms),
+            ("E2EL", s.e2el_ms),
+        ):
             if dist.n:
-                out.append((f"{label} ms", f"mean {dist.mean:.1f}  P50 {dist.p50:.1f}  "
-                                           f"P90 {dist.p90:.1f}  P99 {dist.p99:.1f}  (n={dist.n})"))
+                out.append(
+                    (
+                        f"{label} ms",
+                        f"mean {dist.mean:.1f}  P50 {dist.p50:.1f}  "
+                        f"P90 {dist.p90:.1f}  P99 {dist.p99:.1f}  (n={dist.n})",
+                    )
+                )
         if s.goodput_rps is not None:
-            out.append(("goodput", f"{s.goodput_rps:.2f} req/s ({s.good_requests} of "
-                                   f"{s.num_requests} requests met the SLO)"))
+            out.append(
+                (
+                    "goodput",
+                    f"{s.goodput_rps:.2f} req/s ({s.good_requests} of "
+                    f"{s.num_requests} requests met the SLO)",
+                )
+            )
         m = self.server_metrics
         if m is not None:
-            kv = f"{m.kv_cache_usage_peak:.1%}" if m.kv_cache_usage_peak is not None else "n/a"
-            out.append(("server", f"peak running {m.num_requests_running_peak:.0f}, waiting "
-                                  f"{m.num_requests_waiting_peak:.0f}, KV cache {kv}, preemptions "
-                                  f"{m.preemptions:.0f}"))
+
+            def num(v: float | None, fmt: str = ".0f") -> str:
+                return "n/a" if v is None else format(v, fmt)
+
+            out.append(("server", f"peak running {num(m.num_requests_running_peak)}, waiting "
+                                  f"{num(m.num_requests_waiting_peak)}, KV cache "
+                                  f"{num(m.kv_cache_usage_peak, '.1%')}, preemptions "
+                                  f"{num(m.preemptions)}"))
         if self.startup.get("kv_cache_tokens"):
-            out.append(("KV cache", f"{self.startup['kv_cache_tokens']:,} tokens "
-                                    f"(vLLM {self.startup.get('vllm_version')})"))
-        for warning in (self.checks.warnings if self.checks else []):
+            out.append(
+                (
+                    "KV cache",
+                    f"{self.startup['kv_cache_tokens']:,} tokens "
+                    f"(vLLM {self.startup.get('vllm_version')})",
+                )
+            )
+        for warning in self.checks.warnings if self.checks else []:
             out.append(("warning", warning))
         if self.stopped_early:
             out.append(("stopped early", self.stopped_early))
@@ -127,9 +153,11 @@ class RunResult(BaseModel):
         return "\n".join([head] + [f"  {k.ljust(width)}  {v}" for k, v in rows])
 
     def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-                        f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
-                        for k, v in self.rows())
+        cells = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+            for k, v in self.rows()
+        )
         return f"<b>Run {html.escape(self.name)}</b><table>{cells}</table>"
 
 

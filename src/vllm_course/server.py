@@ -54,8 +54,9 @@ class ServerError(RuntimeError):
         log_path: the full log.
     """
 
-    def __init__(self, message: str, cause: str = "unknown", log_tail: str = "",
-                 log_path: Path | None = None):
+    def __init__(
+        self, message: str, cause: str = "unknown", log_tail: str = "", log_path: Path | None = None
+    ):
         full = message
         if log_tail:
             full += f"\n--- last lines of {log_path or 'the server log'} ---\n{log_tail}"
@@ -84,12 +85,17 @@ def known_flags() -> list[str]:
     cache = models.course_home() / "flags" / f"{version}.json"
     if cache.is_file():
         return json.loads(cache.read_text())
-    proc = subprocess.run([sys.executable, "-c", _FLAGS_SCRIPT], capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", _FLAGS_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("FLAGS=")), None)
     if proc.returncode != 0 or line is None:
         raise ServerError(f"could not read vLLM {version}'s flags", log_tail=proc.stderr[-3000:])
-    flags = json.loads(line[len("FLAGS="):])
+    flags = json.loads(line[len("FLAGS=") :])
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(flags))
@@ -115,7 +121,8 @@ def check_flags(argv: list[str], flags: list[str] | None = None) -> None:
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
         raise UnknownFlagError(
             f"vLLM {env.vllm_version()} has no flag {name}{hint} (nothing was launched)",
-            cause="bad_flag")
+            cause="bad_flag",
+        )
 
 
 @dataclass
@@ -144,14 +151,18 @@ class StartupFacts:
 def parse_startup_log(text: str) -> StartupFacts:
     """Extract :class:`StartupFacts` from a server log (missing facts stay ``None``)."""
     facts = StartupFacts()
-    if m := re.search(r"LLM engine \(v([^)\s]+)\)", text) or re.search(r"version (\d+\.\d+\S*)", text):
+    if m := re.search(r"LLM engine \(v([^)\s]+)\)", text) or re.search(
+        r"version (\d+\.\d+\S*)", text
+    ):
         facts.vllm_version = m.group(1)
     if m := re.search(r"KV cache size: ([\d,]+) tokens", text):
         facts.kv_cache_tokens = int(m.group(1).replace(",", ""))
     if m := re.search(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.,]+)x", text):
         facts.max_concurrency_at_len = int(m.group(1).replace(",", ""))
         facts.max_concurrency = float(m.group(2).replace(",", ""))
-    if m := re.search(r"Using (?:AttentionBackendEnum\.)?([A-Z][A-Z0-9_]+) (?:attention )?backend", text):
+    if m := re.search(
+        r"Using (?:AttentionBackendEnum\.)?([A-Z][A-Z0-9_]+) (?:attention )?backend", text
+    ):
         facts.attention_backend = m.group(1)
     if m := re.search(r"init engine .*? took ([\d.]+) s", text):
         facts.engine_init_s = float(m.group(1))
@@ -160,25 +171,34 @@ def parse_startup_log(text: str) -> StartupFacts:
 
 _CAUSES = [
     ("port_in_use", r"Address already in use|Errno 98"),
-    ("out_of_memory", r"out of memory|OutOfMemoryError|Available memory on node .* less than|"
-                      r"No available memory for the cache blocks|Insufficient memory|Cannot allocate memory"),
-    ("max_model_len", r"max_model_len.*(larger|greater) than|KV cache is needed, which is larger than"),
-    ("model_not_found", r"not a valid model identifier|Repository Not Found|does not appear to have|"
-                        r"Invalid repository ID|No such file or directory.*config\.json|"
-                        r"Can't load the configuration|couldn't connect to 'https://huggingface.co'|"
-                        r"Repo id must be in the form|outgoing traffic has been disabled|"
-                        r"LocalEntryNotFoundError|GatedRepoError|RepositoryNotFoundError"),
+    (
+        "out_of_memory",
+        r"out of memory|OutOfMemoryError|Available memory on node .* less than|"
+        r"No available memory for the cache blocks|Insufficient memory|Cannot allocate memory",
+    ),
+    (
+        "max_model_len",
+        r"max_model_len.*(larger|greater) than|KV cache is needed, which is larger than",
+    ),
+    (
+        "model_not_found",
+        r"not a valid model identifier|Repository Not Found|does not appear to have|"
+        r"Invalid repository ID|No such file or directory.*config\.json|"
+        r"Can't load the configuration|couldn't connect to 'https://huggingface.co'|"
+        r"Repo id must be in the form|outgoing traffic has been disabled|"
+        r"LocalEntryNotFoundError|GatedRepoError|RepositoryNotFoundError",
+    ),
     ("bad_flag", r"unrecognized arguments|error: argument|invalid choice"),
 ]
 
 _ADVICE = {
     "port_in_use": "another process holds the port; leave port unset to pick a free one",
     "out_of_memory": "lower --gpu-memory-utilization / --kv-cache-memory-bytes, --max-model-len "
-                     "or --max-num-seqs, or stop other servers (`vllm-course servers list`)",
+    "or --max-num-seqs, or stop other servers (`vllm-course servers list`)",
     "max_model_len": "the KV cache cannot hold one request of --max-model-len tokens: lower "
-                     "--max-model-len or give the KV cache more memory",
+    "--max-model-len or give the KV cache more memory",
     "model_not_found": "check the model name: a card (tiny-mistral, mistral-7b-v0.3), a local "
-                       "path, or a hub id (needs network and, for gated models, HF_TOKEN)",
+    "path, or a hub id (needs network and, for gated models, HF_TOKEN)",
     "bad_flag": "vLLM rejected a flag or value; see the log lines below",
     "timeout": "the server did not become healthy in time; see the log lines below",
     "crashed": "the server process exited; see the log lines below",
@@ -234,12 +254,16 @@ class VLLMServer:
             them (the CPU profile's ``--kv-cache-memory-bytes``).
     """
 
-    def __init__(self, config: ServerConfig, log_path: Path | None = None,
-                 profile_args: dict | None = None):
+    def __init__(
+        self, config: ServerConfig, log_path: Path | None = None, profile_args: dict | None = None
+    ):
         self.config = config
         self.profile_args = dict(profile_args or {})
-        self.log_path = Path(log_path) if log_path else (
-            models.course_home() / "logs" / f"server-{os.getpid()}-{time.time_ns()}.log")
+        self.log_path = (
+            Path(log_path)
+            if log_path
+            else (models.course_home() / "logs" / f"server-{os.getpid()}-{time.time_ns()}.log")
+        )
         self.port = config.port
         self.proc: subprocess.Popen | None = None
         self.facts = StartupFacts()
@@ -281,10 +305,16 @@ class VLLMServer:
             return self
         check_flags(ServerConfig(args=self.effective_args()).argv())
         model = self.config.model
-        if not models.is_card(model) and model.startswith(("/", "./", "../", "~")) \
-                and not Path(model).expanduser().exists():
-            raise ServerError(f"model path {model} does not exist (nothing was launched): "
-                              f"{_ADVICE['model_not_found']}", cause="model_not_found")
+        if (
+            not models.is_card(model)
+            and model.startswith(("/", "./", "../", "~"))
+            and not Path(model).expanduser().exists()
+        ):
+            raise ServerError(
+                f"model path {model} does not exist (nothing was launched): "
+                f"{_ADVICE['model_not_found']}",
+                cause="model_not_found",
+            )
         if self.port is None:
             self.port = free_port(self.config.host)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -292,8 +322,14 @@ class VLLMServer:
         t_start = time.monotonic()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=environ, start_new_session=True, preexec_fn=_die_with_parent)
+                self.argv(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=environ,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         from vllm_course import registry
 
         registry.register(self)
@@ -321,7 +357,8 @@ class VLLMServer:
                 if time.monotonic() > deadline:
                     raise self._failure(
                         f"vLLM server not healthy after {self.config.startup_timeout_s:.0f} s",
-                        cause="timeout")
+                        cause="timeout",
+                    )
                 time.sleep(0.5)
 
     def _failure(self, message: str, cause: str | None = None) -> ServerError:
@@ -329,8 +366,12 @@ class VLLMServer:
         cause = classify_failure(text) if cause is None or cause == "crashed" else cause
         if cause == "unknown" and self.proc is not None and self.proc.poll() is not None:
             cause = "crashed"
-        return ServerError(f"{message}: {cause.replace('_', ' ')} — {_ADVICE[cause]}", cause=cause,
-                           log_tail=tail(self.log_path), log_path=self.log_path)
+        return ServerError(
+            f"{message}: {cause.replace('_', ' ')} — {_ADVICE[cause]}",
+            cause=cause,
+            log_tail=tail(self.log_path),
+            log_path=self.log_path,
+        )
 
     def alive(self) -> bool:
         """True while the server process runs."""
@@ -339,8 +380,10 @@ class VLLMServer:
     def check_alive(self) -> None:
         """Raise :class:`ServerError` (cause ``crashed`` or the log's cause) if the server died."""
         if self.proc is not None and self.proc.poll() is not None:
-            raise self._failure(f"vLLM server (pid {self.proc.pid}) died with code {self.proc.returncode}",
-                                cause="crashed")
+            raise self._failure(
+                f"vLLM server (pid {self.proc.pid}) died with code {self.proc.returncode}",
+                cause="crashed",
+            )
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """Stop the whole process group: SIGTERM, wait up to ``timeout_s``, then SIGKILL."""

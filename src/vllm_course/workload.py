@@ -118,8 +118,15 @@ class PromptTokenizer:
         else:
             pieces = list(self._hf.get_vocab())
             marker = "\u0120" if any(p.startswith("\u0120") for p in pieces[:5000]) else "\u2581"
-        out = {p[1:] for p in pieces if p.startswith(marker) and len(p) >= 4 and p[1:].isascii()
-               and p[1:].isalpha() and p[1:].islower()}
+        out = {
+            p[1:]
+            for p in pieces
+            if p.startswith(marker)
+            and len(p) >= 4
+            and p[1:].isascii()
+            and p[1:].isalpha()
+            and p[1:].islower()
+        }
         return sorted(out)
 
     def make_prompt(self, length: int, endpoint: Endpoint, rng: np.random.Generator) -> str:
@@ -160,8 +167,9 @@ def _lengths(center: int, spread: float, n: int, rng: np.random.Generator) -> np
     return rng.integers(lo, hi + 1, size=n)
 
 
-def synthesize(spec: SyntheticWorkload, tokenizer: PromptTokenizer,
-               endpoint: Endpoint = "completions") -> list[Request]:
+def synthesize(
+    spec: SyntheticWorkload, tokenizer: PromptTokenizer, endpoint: Endpoint = "completions"
+) -> list[Request]:
     """Seeded synthetic requests with exact prompt lengths for ``endpoint``.
 
     The same ``spec`` (seed included) and tokenizer give the same requests byte for byte.
@@ -172,8 +180,10 @@ def synthesize(spec: SyntheticWorkload, tokenizer: PromptTokenizer,
     rng = np.random.default_rng(spec.seed)
     isl = _lengths(spec.input_len, spec.input_len_range, spec.num_requests, rng)
     osl = _lengths(spec.output_len, spec.output_len_range, spec.num_requests, rng)
-    return [Request(tokenizer.make_prompt(int(i), endpoint, rng), int(o), int(i))
-            for i, o in zip(isl, osl)]
+    return [
+        Request(tokenizer.make_prompt(int(i), endpoint, rng), int(o), int(i))
+        for i, o in zip(isl, osl)
+    ]
 
 
 def warmup_requests(tokenizer: PromptTokenizer, n: int, endpoint: Endpoint) -> list[Request]:
@@ -199,14 +209,16 @@ def _parse_line(line: str, where: str) -> Request:
         raise WorkloadError(f"{where}: 'prompt' must be a string")
     ids = data.get("prompt_token_ids")
     if ids is not None:
-        if not ids or not all(isinstance(t, int) and t >= 0 for t in ids):
+        if not isinstance(ids, list) or not ids or not all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids
+        ):
             raise WorkloadError(f"{where}: 'prompt_token_ids' must be non-empty ints >= 0")
         prompt = tuple(ids)
     out = data.get("output_len")
     if not isinstance(out, int) or isinstance(out, bool) or out < 1:
         raise WorkloadError(f"{where}: 'output_len' must be an integer >= 1, got {out!r}")
     plen = data.get("prompt_len")
-    if plen is not None and (not isinstance(plen, int) or plen < 1):
+    if plen is not None and (not isinstance(plen, int) or isinstance(plen, bool) or plen < 1):
         raise WorkloadError(f"{where}: 'prompt_len' must be an integer >= 1, got {plen!r}")
     return Request(prompt, out, plen)
 
@@ -219,6 +231,8 @@ def read_jsonl(path: str | Path, limit: int | None = None) -> list[Request]:
         WorkloadError: for the first bad line, naming ``path:line``.
     """
     path = Path(path)
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
     requests: list[Request] = []
     with path.open(encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
@@ -236,8 +250,9 @@ def write_jsonl(requests: Sequence[Request], path: str | Path) -> None:
     Path(path).write_text("".join(r.to_json() + "\n" for r in requests), encoding="utf-8")
 
 
-def load(spec: SyntheticWorkload | FileWorkload, model: str,
-         endpoint: Endpoint = "completions") -> list[Request]:
+def load(
+    spec: SyntheticWorkload | FileWorkload, model: str, endpoint: Endpoint = "completions"
+) -> list[Request]:
     """The requests a run config describes (file or synthetic).
 
     Raises:
@@ -246,6 +261,8 @@ def load(spec: SyntheticWorkload | FileWorkload, model: str,
     if isinstance(spec, FileWorkload):
         requests = read_jsonl(spec.path, spec.num_requests)
         if endpoint == "chat" and any(not isinstance(r.prompt, str) for r in requests):
-            raise WorkloadError(f"{spec.path}: token-id prompts only work with the completions endpoint")
+            raise WorkloadError(
+                f"{spec.path}: token-id prompts only work with the completions endpoint"
+            )
         return requests
     return synthesize(spec, PromptTokenizer(model), endpoint)

@@ -66,14 +66,24 @@ def encode(event: dict | str | bytes) -> bytes:
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
-            "completion_tokens": completion_tokens}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+    }
 
 
-def completion_stream(texts: Sequence[str], *, tokens: Sequence[int] | None = None,
-                      prompt_tokens: int = 4, continuous: bool = True,
-                      finish_reason: str | None = "length", final_usage: bool = True,
-                      done: bool = True, delay_s: float = 0.0) -> list:
+def completion_stream(
+    texts: Sequence[str],
+    *,
+    tokens: Sequence[int] | None = None,
+    prompt_tokens: int = 4,
+    continuous: bool = True,
+    finish_reason: str | None = "length",
+    final_usage: bool = True,
+    done: bool = True,
+    delay_s: float = 0.0,
+) -> list:
     """Events of a ``/v1/completions`` stream: one chunk per text, the last one finishing.
 
     Args:
@@ -90,48 +100,92 @@ def completion_stream(texts: Sequence[str], *, tokens: Sequence[int] | None = No
     assert len(tokens) == len(texts)
     events: list = []
     total = 0
-    for i, (text, k) in enumerate(zip(texts, tokens)):
+    for i, (text, k) in enumerate(zip(texts, tokens, strict=True)):
         total += k
         last = i == len(texts) - 1
-        chunk: dict = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m",
-                       "choices": [{"index": 0, "text": text, "logprobs": None,
-                                    "finish_reason": finish_reason if last else None,
-                                    "stop_reason": None}]}
+        chunk: dict = {
+            "id": "cmpl-1",
+            "object": "text_completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "text": text,
+                    "logprobs": None,
+                    "finish_reason": finish_reason if last else None,
+                    "stop_reason": None,
+                }
+            ],
+        }
         if continuous:
             chunk["usage"] = _usage(prompt_tokens, total)
         if delay_s:
             events.append(Delay(delay_s))
         events.append(chunk)
     if final_usage:
-        events.append({"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m",
-                       "choices": [], "usage": _usage(prompt_tokens, total)})
+        events.append(
+            {
+                "id": "cmpl-1",
+                "object": "text_completion",
+                "created": 1,
+                "model": "m",
+                "choices": [],
+                "usage": _usage(prompt_tokens, total),
+            }
+        )
     if done:
         events.append(DONE)
     return events
 
 
-def chat_stream(contents: Sequence[str], *, tokens: Sequence[int] | None = None,
-                prompt_tokens: int = 6, continuous: bool = True,
-                finish_reason: str | None = "length", final_usage: bool = True,
-                done: bool = True, delay_s: float = 0.0, role_delay_s: float = 0.0) -> list:
+def chat_stream(
+    contents: Sequence[str],
+    *,
+    tokens: Sequence[int] | None = None,
+    prompt_tokens: int = 6,
+    continuous: bool = True,
+    finish_reason: str | None = "length",
+    final_usage: bool = True,
+    done: bool = True,
+    delay_s: float = 0.0,
+    role_delay_s: float = 0.0,
+) -> list:
     """Events of a ``/v1/chat/completions`` stream: the empty role chunk, then content deltas."""
     tokens = list(tokens) if tokens is not None else [1] * len(contents)
     assert len(tokens) == len(contents)
     head = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
-    role: dict = {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                       "logprobs": None, "finish_reason": None}]}
+    role: dict = {
+        **head,
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "content": ""},
+                "logprobs": None,
+                "finish_reason": None,
+            }
+        ],
+    }
     if continuous:
         role["usage"] = _usage(prompt_tokens, 0)
     events: list = [role]
     if role_delay_s:
         events.append(Delay(role_delay_s))
     total = 0
-    for i, (content, k) in enumerate(zip(contents, tokens)):
+    for i, (content, k) in enumerate(zip(contents, tokens, strict=True)):
         total += k
         last = i == len(contents) - 1
-        chunk: dict = {**head, "choices": [{"index": 0, "delta": {"content": content},
-                                            "logprobs": None,
-                                            "finish_reason": finish_reason if last else None}]}
+        chunk: dict = {
+            **head,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": content},
+                    "logprobs": None,
+                    "finish_reason": finish_reason if last else None,
+                }
+            ],
+        }
         if continuous:
             chunk["usage"] = _usage(prompt_tokens, total)
         if delay_s:
@@ -151,8 +205,11 @@ def error_body(message: str, *, code: int = 400, err_type: str = "BadRequestErro
 
 def http_error(status: int, message: str) -> Script:
     """A non-streaming error response with vLLM's JSON error body."""
-    return Script(events=[json.dumps(error_body(message, code=status))], status=status,
-                  content_type="application/json")
+    return Script(
+        events=[json.dumps(error_body(message, code=status))],
+        status=status,
+        content_type="application/json",
+    )
 
 
 @dataclass
@@ -161,8 +218,8 @@ class Call:
 
     path: str
     body: dict
-    start: float                   # time.perf_counter() when it arrived
-    end: float | None = None       # when its response body finished or was closed
+    start: float  # time.perf_counter() when it arrived
+    end: float | None = None  # when its response body finished or was closed
 
 
 ScriptFn = Callable[[int, str, dict], Script]
@@ -204,8 +261,11 @@ class FakeSSE:
     async def _handle(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.content else {}
         call, script = self._begin(request.url.path, body)
-        return httpx.Response(script.status, headers={"content-type": script.content_type},
-                              stream=_ScriptStream(self, call, script.events))
+        return httpx.Response(
+            script.status,
+            headers={"content-type": script.content_type},
+            stream=_ScriptStream(self, call, script.events),
+        )
 
     # -- real socket server ---------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -238,21 +298,28 @@ class FakeSSE:
         head = await reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         _method, path, _version = lines[0].split(" ", 2)
-        headers = {k.strip().lower(): v.strip() for k, v in
-                   (ln.split(":", 1) for ln in lines[1:] if ":" in ln)}
+        headers = {
+            k.strip().lower(): v.strip()
+            for k, v in (ln.split(":", 1) for ln in lines[1:] if ":" in ln)
+        }
         raw = await reader.readexactly(int(headers.get("content-length", "0")))
         call, script = self._begin(path, json.loads(raw) if raw else {})
         try:
             reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(script.status, "Error")
             if script.status != 200:
                 payload = b"".join(encode(e) for e in script.events)
-                writer.write(f"HTTP/1.1 {script.status} {reason}\r\nContent-Type: "
-                             f"{script.content_type}\r\nContent-Length: {len(payload)}\r\n"
-                             f"Connection: close\r\n\r\n".encode() + payload)
+                writer.write(
+                    f"HTTP/1.1 {script.status} {reason}\r\nContent-Type: "
+                    f"{script.content_type}\r\nContent-Length: {len(payload)}\r\n"
+                    f"Connection: close\r\n\r\n".encode()
+                    + payload
+                )
                 await writer.drain()
                 return
-            writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: {script.content_type}\r\n"
-                         "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode())
+            writer.write(
+                f"HTTP/1.1 200 OK\r\nContent-Type: {script.content_type}\r\n"
+                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode()
+            )
             for event in script.events:
                 if isinstance(event, Delay):
                     await asyncio.sleep(event.seconds)

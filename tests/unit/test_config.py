@@ -57,12 +57,24 @@ slo:
 def test_synthetic_run_file(tmp_path: Path) -> None:
     cfg = RunConfig.from_file(_write(tmp_path, SYNTHETIC_YAML))
     assert cfg.name == "chat-c8"
-    assert cfg.server == ServerConfig(model="tiny-mistral", args={
-        "enable-prefix-caching": False, "enforce-eager": True, "max-num-seqs": 8})
-    assert cfg.server.argv() == ["--no-enable-prefix-caching", "--enforce-eager",
-                                 "--max-num-seqs", "8"]
-    assert cfg.workload == SyntheticWorkload(num_requests=40, input_len=128, output_len=32,
-                                             input_len_range=0.25, output_len_range=0.0, seed=3)
+    assert cfg.server == ServerConfig(
+        model="tiny-mistral",
+        args={"enable-prefix-caching": False, "enforce-eager": True, "max-num-seqs": 8},
+    )
+    assert cfg.server.argv() == [
+        "--no-enable-prefix-caching",
+        "--enforce-eager",
+        "--max-num-seqs",
+        "8",
+    ]
+    assert cfg.workload == SyntheticWorkload(
+        num_requests=40,
+        input_len=128,
+        output_len=32,
+        input_len_range=0.25,
+        output_len_range=0.0,
+        seed=3,
+    )
     assert cfg.load.endpoint == "chat"
     assert math.isinf(cfg.load.rate_rps) and cfg.load.rate_rps > 0
     assert cfg.load.burstiness == 0.5
@@ -112,18 +124,25 @@ def test_json_run_file(tmp_path: Path) -> None:
 
 
 def test_round_trip_through_json() -> None:
-    cfg = RunConfig(name="x", workload=FileWorkload(path=Path("a.jsonl")),
-                    load=LoadSpec(rate_rps=3.0, max_concurrency=2), slo=SLO(e2el_ms=2000))
+    cfg = RunConfig(
+        name="x",
+        workload=FileWorkload(path=Path("a.jsonl")),
+        load=LoadSpec(rate_rps=3.0, max_concurrency=2),
+        slo=SLO(e2el_ms=2000),
+    )
     assert RunConfig.model_validate_json(cfg.model_dump_json()) == cfg
 
 
-@pytest.mark.parametrize(("text", "field"), [
-    ("load:\n  max_concurency: 4\n", "max_concurency"),
-    ("server:\n  modle: tiny-mistral\n", "modle"),
-    ("workload:\n  kind: synthetic\n  num_request: 4\n", "num_request"),
-    ("slo:\n  ttft: 100\n", "ttft"),
-    ("nmae: x\n", "nmae"),
-])
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("load:\n  max_concurency: 4\n", "max_concurency"),
+        ("server:\n  modle: tiny-mistral\n", "modle"),
+        ("workload:\n  kind: synthetic\n  num_request: 4\n", "num_request"),
+        ("slo:\n  ttft: 100\n", "ttft"),
+        ("nmae: x\n", "nmae"),
+    ],
+)
 def test_unknown_field_error_names_the_field(tmp_path: Path, text: str, field: str) -> None:
     with pytest.raises(ValidationError) as info:
         RunConfig.from_file(_write(tmp_path, text))
@@ -134,17 +153,25 @@ def test_unknown_field_error_names_the_field(tmp_path: Path, text: str, field: s
     assert len(errors) == 1 and errors[0]["loc"][-1] == field
 
 
-@pytest.mark.parametrize(("text", "loc"), [
-    ("load:\n  rate_rps: 0\n", ("load", "rate_rps")),
-    ("load:\n  burstiness: -1\n", ("load", "burstiness")),
-    ("load:\n  max_concurrency: 0\n", ("load", "max_concurrency")),
-    ("load:\n  endpoint: embeddings\n", ("load", "endpoint")),
-    ("workload:\n  kind: synthetic\n  input_len_range: 1.0\n", ("workload", "synthetic",
-                                                                 "input_len_range")),
-    ("workload:\n  kind: synthetic\n  output_len: 0\n", ("workload", "synthetic", "output_len")),
-    ("workload:\n  kind: trace\n", ("workload",)),
-    ("slo:\n  ttft_ms: 0\n", ("slo", "ttft_ms")),
-])
+@pytest.mark.parametrize(
+    ("text", "loc"),
+    [
+        ("load:\n  rate_rps: 0\n", ("load", "rate_rps")),
+        ("load:\n  burstiness: -1\n", ("load", "burstiness")),
+        ("load:\n  max_concurrency: 0\n", ("load", "max_concurrency")),
+        ("load:\n  endpoint: embeddings\n", ("load", "endpoint")),
+        (
+            "workload:\n  kind: synthetic\n  input_len_range: 1.0\n",
+            ("workload", "synthetic", "input_len_range"),
+        ),
+        (
+            "workload:\n  kind: synthetic\n  output_len: 0\n",
+            ("workload", "synthetic", "output_len"),
+        ),
+        ("workload:\n  kind: trace\n", ("workload",)),
+        ("slo:\n  ttft_ms: 0\n", ("slo", "ttft_ms")),
+    ],
+)
 def test_bad_values_are_rejected(tmp_path: Path, text: str, loc: tuple) -> None:
     with pytest.raises(ValidationError) as info:
         RunConfig.from_file(_write(tmp_path, text))
@@ -179,10 +206,6 @@ def test_models_are_frozen() -> None:
         cfg.name = "other"  # type: ignore[misc]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: config.RunConfig.workload is a discriminated union on 'kind', so a run file that "
-    "omits 'kind' (SyntheticWorkload.kind defaults to 'synthetic', and RunConfig's default "
-    "workload is synthetic) fails with \"Unable to extract tag using discriminator 'kind'\""))
 def test_workload_kind_defaults_to_synthetic(tmp_path: Path) -> None:
     cfg = RunConfig.from_file(_write(tmp_path, "workload:\n  num_requests: 5\n"))
     assert cfg.workload == SyntheticWorkload(num_requests=5)

@@ -11,10 +11,19 @@ import pytest
 from vllm_course.prom import ServerMetrics, Snapshot, parse, scrape, summarize_window
 
 
-def metrics_text(*, gen: tuple[float, float], prompt: tuple[float, float], running: tuple[int, int],
-                 waiting: tuple[int, int], kv: tuple[float, float | None], queries: float, hits: float,
-                 preempt: float, kv_name: str = "vllm:kv_cache_usage_perc",
-                 prefix: str = "vllm:prefix_cache") -> str:
+def metrics_text(
+    *,
+    gen: tuple[float, float],
+    prompt: tuple[float, float],
+    running: tuple[int, int],
+    waiting: tuple[int, int],
+    kv: tuple[float, float | None],
+    queries: float,
+    hits: float,
+    preempt: float,
+    kv_name: str = "vllm:kv_cache_usage_perc",
+    prefix: str = "vllm:prefix_cache",
+) -> str:
     """A /metrics page as vLLM V1 exposes it for two data-parallel engines.
 
     ``kv[1] = None`` leaves engine 1's KV usage out (a fraction per engine does not sum).
@@ -35,7 +44,7 @@ def metrics_text(*, gen: tuple[float, float], prompt: tuple[float, float], runni
         f"# TYPE {kv_name} gauge",
         f'{kv_name}{{engine="0",model_name="m"}} {kv[0]}',
         *([f'{kv_name}{{engine="1",model_name="m"}} {kv[1]}'] if kv[1] is not None else []),
-        f"# HELP {prefix}_queries_total Prefix cache queries, in terms of number of queried tokens.",
+        f"# HELP {prefix}_queries_total Prefix cache queries, in number of queried tokens.",
         f"# TYPE {prefix}_queries_total counter",
         f'{prefix}_queries_total{{engine="0",model_name="m"}} {queries}',
         f"# HELP {prefix}_hits_total Prefix cache hits, in terms of number of cached tokens.",
@@ -74,12 +83,36 @@ def metrics_text(*, gen: tuple[float, float], prompt: tuple[float, float], runni
     return "\n".join(lines) + "\n"
 
 
-BEFORE = metrics_text(gen=(100.0, 40.0), prompt=(1000.0, 500.0), running=(0, 0), waiting=(0, 0),
-                      kv=(0.0, None), queries=2000.0, hits=500.0, preempt=1.0)
-DURING = metrics_text(gen=(300.0, 90.0), prompt=(1800.0, 700.0), running=(7, 5), waiting=(3, 1),
-                      kv=(0.375, None), queries=2600.0, hits=700.0, preempt=2.0)
-AFTER = metrics_text(gen=(500.0, 140.0), prompt=(2000.0, 900.0), running=(1, 0), waiting=(0, 0),
-                     kv=(0.0625, None), queries=3000.0, hits=1250.0, preempt=4.0)
+BEFORE = metrics_text(
+    gen=(100.0, 40.0),
+    prompt=(1000.0, 500.0),
+    running=(0, 0),
+    waiting=(0, 0),
+    kv=(0.0, None),
+    queries=2000.0,
+    hits=500.0,
+    preempt=1.0,
+)
+DURING = metrics_text(
+    gen=(300.0, 90.0),
+    prompt=(1800.0, 700.0),
+    running=(7, 5),
+    waiting=(3, 1),
+    kv=(0.375, None),
+    queries=2600.0,
+    hits=700.0,
+    preempt=2.0,
+)
+AFTER = metrics_text(
+    gen=(500.0, 140.0),
+    prompt=(2000.0, 900.0),
+    running=(1, 0),
+    waiting=(0, 0),
+    kv=(0.0625, None),
+    queries=3000.0,
+    hits=1250.0,
+    preempt=4.0,
+)
 
 
 def test_parse_sums_over_engines_and_keeps_buckets() -> None:
@@ -107,17 +140,20 @@ def test_parse_gauge_values() -> None:
     snap = parse(DURING)
     assert snap.values["vllm:num_requests_running"] == 12.0
     assert snap.values["vllm:num_requests_waiting"] == 4.0
-    assert isinstance(snap.t, float) and snap.t > 1e9     # wall clock by default
+    assert isinstance(snap.t, float) and snap.t > 1e9  # wall clock by default
 
 
 def test_parse_without_help_and_type_lines() -> None:
-    snap = parse('vllm:num_requests_running{engine="0"} 2\nvllm:num_requests_running{engine="1"} 3\n')
+    snap = parse(
+        'vllm:num_requests_running{engine="0"} 2\nvllm:num_requests_running{engine="1"} 3\n'
+    )
     assert snap.values == {"vllm:num_requests_running": 5.0}
 
 
 def test_summarize_window_deltas_rates_and_peaks() -> None:
-    m = summarize_window(parse(BEFORE, 0.0), parse(AFTER, 10.0), [parse(DURING, 5.0)],
-                         interval_s=1.0)
+    m = summarize_window(
+        parse(BEFORE, 0.0), parse(AFTER, 10.0), [parse(DURING, 5.0)], interval_s=1.0
+    )
     assert m == ServerMetrics(
         prompt_tokens=1400.0,
         generation_tokens=500.0,
@@ -134,14 +170,22 @@ def test_summarize_window_deltas_rates_and_peaks() -> None:
 
 
 def test_summarize_window_without_samples_or_queries() -> None:
-    text = metrics_text(gen=(1.0, 0.0), prompt=(1.0, 0.0), running=(2, 0), waiting=(0, 0),
-                        kv=(0.5, None), queries=0.0, hits=0.0, preempt=0.0)
+    text = metrics_text(
+        gen=(1.0, 0.0),
+        prompt=(1.0, 0.0),
+        running=(2, 0),
+        waiting=(0, 0),
+        kv=(0.5, None),
+        queries=0.0,
+        hits=0.0,
+        preempt=0.0,
+    )
     m = summarize_window(parse(text), parse(text), [])
     assert m.samples == 0
     assert m.interval_s is None
     assert m.generation_tokens == 0.0
     assert m.prefix_cache_queries == 0.0
-    assert m.prefix_cache_hit_rate is None         # no queries: no rate (not a ZeroDivisionError)
+    assert m.prefix_cache_hit_rate is None  # no queries: no rate (not a ZeroDivisionError)
     assert m.kv_cache_usage_peak == 0.5
     assert m.num_requests_running_peak == 2.0
 
@@ -160,15 +204,36 @@ def test_summarize_window_missing_metrics_are_none() -> None:
 
 def test_deprecated_aliases_are_read_with_a_warning() -> None:
     old = dict(kv_name="vllm:gpu_cache_usage_perc", prefix="vllm:gpu_prefix_cache")
-    before = parse(metrics_text(gen=(0.0, 0.0), prompt=(0.0, 0.0), running=(0, 0),
-                                waiting=(0, 0), kv=(0.0, None), queries=100.0, hits=10.0,
-                                preempt=0.0, **old))
-    after = parse(metrics_text(gen=(5.0, 0.0), prompt=(5.0, 0.0), running=(0, 0),
-                               waiting=(0, 0), kv=(0.75, None), queries=300.0, hits=110.0,
-                               preempt=0.0, **old))
+    before = parse(
+        metrics_text(
+            gen=(0.0, 0.0),
+            prompt=(0.0, 0.0),
+            running=(0, 0),
+            waiting=(0, 0),
+            kv=(0.0, None),
+            queries=100.0,
+            hits=10.0,
+            preempt=0.0,
+            **old,
+        )
+    )
+    after = parse(
+        metrics_text(
+            gen=(5.0, 0.0),
+            prompt=(5.0, 0.0),
+            running=(0, 0),
+            waiting=(0, 0),
+            kv=(0.75, None),
+            queries=300.0,
+            hits=110.0,
+            preempt=0.0,
+            **old,
+        )
+    )
     assert "vllm:kv_cache_usage_perc" not in after.values
-    with pytest.warns(UserWarning, match="deprecated vllm:gpu_cache_usage_perc; read as "
-                                         "vllm:kv_cache_usage_perc"):
+    with pytest.warns(
+        UserWarning, match="deprecated vllm:gpu_cache_usage_perc; read as vllm:kv_cache_usage_perc"
+    ):
         assert after.get("vllm:kv_cache_usage_perc") == 0.75
     with pytest.warns(UserWarning) as caught:
         m = summarize_window(before, after, [])
@@ -189,16 +254,20 @@ def test_deprecated_aliases_are_read_with_a_warning() -> None:
 
 def test_current_name_wins_without_a_warning() -> None:
     snap = parse("vllm:kv_cache_usage_perc 0.5\nvllm:gpu_cache_usage_perc 0.9\n")
-    assert snap.get("vllm:kv_cache_usage_perc") == 0.5     # filterwarnings=error: no warning
+    assert snap.get("vllm:kv_cache_usage_perc") == 0.5  # filterwarnings=error: no warning
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: prom.parse sums every sample over label sets, so vllm:kv_cache_usage_perc (a 0-1 "
-    "fraction per engine) of two data-parallel engines at 0.6 and 0.7 gives "
-    "kv_cache_usage_peak=1.3, not a fraction 0-1 as ServerMetrics documents"))
 def test_kv_cache_usage_stays_a_fraction_under_data_parallelism() -> None:
-    text = metrics_text(gen=(0.0, 0.0), prompt=(0.0, 0.0), running=(1, 1), waiting=(0, 0),
-                        kv=(0.6, 0.7), queries=0.0, hits=0.0, preempt=0.0)
+    text = metrics_text(
+        gen=(0.0, 0.0),
+        prompt=(0.0, 0.0),
+        running=(1, 1),
+        waiting=(0, 0),
+        kv=(0.6, 0.7),
+        queries=0.0,
+        hits=0.0,
+        preempt=0.0,
+    )
     m = summarize_window(parse(text), parse(text), [])
     assert m.kv_cache_usage_peak is not None
     assert 0.0 <= m.kv_cache_usage_peak <= 1.0
@@ -211,8 +280,9 @@ def test_scrape_through_a_client() -> None:
         return httpx.Response(404)
 
     async def go() -> Snapshot:
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handler),
-                                     base_url="http://test") as c:
+        async with httpx.AsyncClient(
+            transport=httpx.MockTransport(handler), base_url="http://test"
+        ) as c:
             return await scrape(c)
 
     snap = asyncio.run(go())
@@ -222,8 +292,9 @@ def test_scrape_through_a_client() -> None:
 def test_scrape_error_status_raises() -> None:
     async def go() -> None:
         async with httpx.AsyncClient(
-                transport=httpx.MockTransport(lambda r: httpx.Response(503, text="busy")),
-                base_url="http://test") as c:
+            transport=httpx.MockTransport(lambda r: httpx.Response(503, text="busy")),
+            base_url="http://test",
+        ) as c:
             await scrape(c)
 
     with pytest.raises(httpx.HTTPStatusError):

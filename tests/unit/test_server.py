@@ -22,11 +22,23 @@ from vllm_course.server import (
     parse_startup_log,
 )
 
-FLAGS = sorted([
-    "--max-num-seqs", "--max-num-batched-tokens", "--max-model-len", "--enable-prefix-caching",
-    "--no-enable-prefix-caching", "--gpu-memory-utilization", "--kv-cache-memory-bytes",
-    "--enforce-eager", "--no-enforce-eager", "--block-size", "--seed", "--help", "-h",
-])
+FLAGS = sorted(
+    [
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--max-model-len",
+        "--enable-prefix-caching",
+        "--no-enable-prefix-caching",
+        "--gpu-memory-utilization",
+        "--kv-cache-memory-bytes",
+        "--enforce-eager",
+        "--no-enforce-eager",
+        "--block-size",
+        "--seed",
+        "--help",
+        "-h",
+    ]
+)
 
 
 @pytest.fixture
@@ -63,16 +75,22 @@ def test_first_bad_flag_is_reported(fixed_version: str) -> None:
 
 
 def test_known_flags_pass_in_every_form() -> None:
-    check_flags([
-        "--max-num-seqs", "8",
-        "--max-num-batched-tokens=4096",
-        "--no-enable-prefix-caching",
-        "--enforce-eager",
-        "--gpu-memory-utilization", "0.9",
-        "--seed", "-1",                 # a negative value is not a flag
-        "positional",
-        "-h",
-    ], flags=FLAGS)
+    check_flags(
+        [
+            "--max-num-seqs",
+            "8",
+            "--max-num-batched-tokens=4096",
+            "--no-enable-prefix-caching",
+            "--enforce-eager",
+            "--gpu-memory-utilization",
+            "0.9",
+            "--seed",
+            "-1",  # a negative value is not a flag
+            "positional",
+            "-h",
+        ],
+        flags=FLAGS,
+    )
     check_flags([], flags=FLAGS)
 
 
@@ -85,7 +103,8 @@ def test_no_form_needs_to_be_known(fixed_version: str) -> None:
 
 
 def test_known_flags_reads_the_cache_without_a_subprocess(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixed_version: str) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixed_version: str
+) -> None:
     monkeypatch.setenv("VLLM_COURSE_HOME", str(tmp_path))
     cache = tmp_path / "flags" / "0.32.0.json"
     cache.parent.mkdir(parents=True)
@@ -102,30 +121,38 @@ def test_known_flags_reads_the_cache_without_a_subprocess(
         check_flags(["--max-num-seq", "3"])
 
 
-def test_known_flags_fills_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                     fixed_version: str) -> None:
+def test_known_flags_fills_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixed_version: str
+) -> None:
     monkeypatch.setenv("VLLM_COURSE_HOME", str(tmp_path))
     calls: list[list[str]] = []
 
     def fake_run(cmd, **kwargs):
         calls.append(cmd)
-        return subprocess.CompletedProcess(cmd, 0, stdout='noise\nFLAGS=["--a", "--b"]\n',
-                                           stderr="warnings")
+        return subprocess.CompletedProcess(
+            cmd, 0, stdout='noise\nFLAGS=["--a", "--b"]\n', stderr="warnings"
+        )
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     assert known_flags() == ["--a", "--b"]
     assert len(calls) == 1
     assert json.loads((tmp_path / "flags" / "0.32.0.json").read_text()) == ["--a", "--b"]
     assert known_flags() == ["--a", "--b"]
-    assert len(calls) == 1                      # second call served from the cache
+    assert len(calls) == 1  # second call served from the cache
     assert list((tmp_path / "flags").iterdir()) == [tmp_path / "flags" / "0.32.0.json"]
 
 
-def test_known_flags_subprocess_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                        fixed_version: str) -> None:
+def test_known_flags_subprocess_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixed_version: str
+) -> None:
     monkeypatch.setenv("VLLM_COURSE_HOME", str(tmp_path))
-    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
-        cmd, 1, stdout="", stderr="ImportError: no module named vllm.entrypoints"))
+    monkeypatch.setattr(
+        subprocess,
+        "run",
+        lambda cmd, **kw: subprocess.CompletedProcess(
+            cmd, 1, stdout="", stderr="ImportError: no module named vllm.entrypoints"
+        ),
+    )
     with pytest.raises(ServerError, match="could not read vLLM 0.32.0's flags") as info:
         known_flags()
     assert info.value.log_tail == "ImportError: no module named vllm.entrypoints"
@@ -143,25 +170,37 @@ def test_known_flags_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_server_config_argv() -> None:
-    cfg = ServerConfig(args={
-        "max_num_seqs": 64,
-        "enable-prefix-caching": False,
-        "enforce-eager": True,
-        "seed": None,
-        "--gpu-memory-utilization": 0.9,
-        "served-model-name": "x",
-        "block-size": 0,
-    })
-    assert list(cfg.args) == ["block-size", "enable-prefix-caching", "enforce-eager",
-                              "gpu-memory-utilization", "max-num-seqs", "seed",
-                              "served-model-name"]
+    cfg = ServerConfig(
+        args={
+            "max_num_seqs": 64,
+            "enable-prefix-caching": False,
+            "enforce-eager": True,
+            "seed": None,
+            "--gpu-memory-utilization": 0.9,
+            "served-model-name": "x",
+            "block-size": 0,
+        }
+    )
+    assert list(cfg.args) == [
+        "block-size",
+        "enable-prefix-caching",
+        "enforce-eager",
+        "gpu-memory-utilization",
+        "max-num-seqs",
+        "seed",
+        "served-model-name",
+    ]
     assert cfg.argv() == [
-        "--block-size", "0",
+        "--block-size",
+        "0",
         "--no-enable-prefix-caching",
         "--enforce-eager",
-        "--gpu-memory-utilization", "0.9",
-        "--max-num-seqs", "64",
-        "--served-model-name", "x",
+        "--gpu-memory-utilization",
+        "0.9",
+        "--max-num-seqs",
+        "64",
+        "--served-model-name",
+        "x",
     ]
 
 
@@ -172,10 +211,13 @@ def test_server_config_values_keep_their_types() -> None:
     assert cfg.argv() == ["--a", "1", "--b", "1.5", "--c", "1", "--d"]
 
 
-@pytest.mark.parametrize("args", [
-    {"max_num_seqs": 1, "max-num-seqs": 2},
-    {"--seed": 1, "seed": 2},
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"max_num_seqs": 1, "max-num-seqs": 2},
+        {"--seed": 1, "seed": 2},
+    ],
+)
 def test_server_config_duplicate_after_normalisation(args: dict) -> None:
     with pytest.raises(ValidationError, match="is given twice"):
         ServerConfig(args=args)
@@ -196,11 +238,16 @@ def test_server_config_rejects_unknown_fields() -> None:
 
 def test_effective_args_profile_then_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(env, "vllm_build", lambda: "cuda")
-    srv = VLLMServer(ServerConfig(args={"max_model_len": 2048, "max-num-seqs": 8}),
-                     log_path=Path("unused.log"),
-                     profile_args={"kv-cache-memory-bytes": 1 << 28, "max-model-len": 4096})
-    assert srv.effective_args() == {"kv-cache-memory-bytes": 1 << 28, "max-model-len": 2048,
-                                    "max-num-seqs": 8}
+    srv = VLLMServer(
+        ServerConfig(args={"max_model_len": 2048, "max-num-seqs": 8}),
+        log_path=Path("unused.log"),
+        profile_args={"kv-cache-memory-bytes": 1 << 28, "max-model-len": 4096},
+    )
+    assert srv.effective_args() == {
+        "kv-cache-memory-bytes": 1 << 28,
+        "max-model-len": 2048,
+        "max-num-seqs": 8,
+    }
     assert not srv.alive()
 
 
@@ -216,10 +263,24 @@ def test_full_argv_for_a_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     srv = VLLMServer(ServerConfig(args={"max-num-seqs": 8}, port=8123), log_path=tmp_path / "l")
     argv = srv.argv()
     card = tmp_path / "cards" / "tiny-mistral"
-    assert argv[1:] == ["-m", "vllm.entrypoints.openai.api_server", "--model", str(card),
-                        "--served-model-name", "tiny-mistral", "--load-format", "dummy",
-                        "--tokenizer-mode", "mistral", "--host", "127.0.0.1", "--port", "8123",
-                        "--max-num-seqs", "8"]
+    assert argv[1:] == [
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(card),
+        "--served-model-name",
+        "tiny-mistral",
+        "--load-format",
+        "dummy",
+        "--tokenizer-mode",
+        "mistral",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8123",
+        "--max-num-seqs",
+        "8",
+    ]
     assert (card / "config.json").is_file() and (card / "tokenizer.model.v3").is_file()
     assert srv.base_url == "http://127.0.0.1:8123"
 
@@ -236,7 +297,7 @@ INFO 11-29 10:24:38 [model.py:631] Resolved architecture: MistralForCausalLM
 (EngineCore pid=2109) INFO 11-29 10:25:15 [core.py:403] init engine (profile, create kv cache, warmup model) took 35.42 s
 INFO 11-29 10:25:17 [api_server.py:1950] Starting vLLM API server 0 on http://127.0.0.1:8123
 INFO:     Application startup complete.
-"""
+"""  # noqa: E501
 
 GPU_LOG = """\
 INFO 03-02 08:00:01 [api_server.py:1880] vLLM API server version 0.32.0
@@ -244,14 +305,20 @@ INFO 03-02 08:00:01 [api_server.py:1880] vLLM API server version 0.32.0
 (EngineCore_DP0 pid=77) INFO 03-02 08:00:12 [cuda.py:507] Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN', 'FLASHINFER', 'TRITON_ATTN'].
 (EngineCore_DP0 pid=77) INFO 03-02 08:01:00 [kv_cache_utils.py:2327] GPU KV cache size: 1,234,567 tokens, Maximum concurrency for 32,768 tokens per request: 37.68x
 (EngineCore_DP0 pid=77) INFO 03-02 08:01:31 [core.py:396] init engine (profile, create kv cache, warmup model) took 88.10 s (compilation: 41.20 s)
-"""
+"""  # noqa: E501
 
 
 def test_parse_cpu_startup_log() -> None:
     facts = parse_startup_log(CPU_LOG)
-    assert facts == StartupFacts(vllm_version="0.32.0", kv_cache_tokens=131072,
-                                 max_concurrency=64.0, max_concurrency_at_len=2048,
-                                 attention_backend=None, engine_init_s=35.42, ready_s=None)
+    assert facts == StartupFacts(
+        vllm_version="0.32.0",
+        kv_cache_tokens=131072,
+        max_concurrency=64.0,
+        max_concurrency_at_len=2048,
+        attention_backend=None,
+        engine_init_s=35.42,
+        ready_s=None,
+    )
 
 
 def test_parse_gpu_startup_log() -> None:
@@ -264,23 +331,31 @@ def test_parse_gpu_startup_log() -> None:
     assert facts.engine_init_s == 88.10
 
 
-@pytest.mark.parametrize(("line", "backend"), [
-    ("INFO [cuda.py:446] Using AttentionBackendEnum.FLASH_ATTN backend.", "FLASH_ATTN"),
-    ("INFO [cuda.py:446] Using FLASHINFER backend.", "FLASHINFER"),
-    ("INFO [cuda.py:507] Using TRITON_ATTN attention backend out of potential backends: [].",
-     "TRITON_ATTN"),
-    ("INFO [cpu.py:175] Using CPU_MLA backend.", "CPU_MLA"),
-    ("INFO [cuda.py:300] Using Flash Attention backend on V1 engine.", None),
-])
+@pytest.mark.parametrize(
+    ("line", "backend"),
+    [
+        ("INFO [cuda.py:446] Using AttentionBackendEnum.FLASH_ATTN backend.", "FLASH_ATTN"),
+        ("INFO [cuda.py:446] Using FLASHINFER backend.", "FLASHINFER"),
+        (
+            "INFO [cuda.py:507] Using TRITON_ATTN attention backend out of potential backends: [].",
+            "TRITON_ATTN",
+        ),
+        ("INFO [cpu.py:175] Using CPU_MLA backend.", "CPU_MLA"),
+        ("INFO [cuda.py:300] Using Flash Attention backend on V1 engine.", None),
+    ],
+)
 def test_parse_attention_backend_variants(line: str, backend: str | None) -> None:
     assert parse_startup_log(line).attention_backend == backend
 
 
 def test_parse_separate_kv_and_concurrency_lines_and_seconds() -> None:
-    text = ("INFO [kv_cache_utils.py:1087] GPU KV cache size: 9,000 tokens\n"
-            "INFO [kv_cache_utils.py:1091] Maximum concurrency for 4,096 tokens per request: "
-            "1,234.50x\n"
-            "INFO [core.py:80] init engine (profile, create kv cache, warmup model) took 2.50 seconds\n")
+    text = (
+        "INFO [kv_cache_utils.py:1087] GPU KV cache size: 9,000 tokens\n"
+        "INFO [kv_cache_utils.py:1091] Maximum concurrency for 4,096 tokens per request: "
+        "1,234.50x\n"
+        "INFO [core.py:80] init engine (profile, create kv cache, warmup model) "
+        "took 2.50 seconds\n"
+    )
     facts = parse_startup_log(text)
     assert facts.kv_cache_tokens == 9000
     assert facts.max_concurrency_at_len == 4096
@@ -299,35 +374,108 @@ def test_parse_empty_log() -> None:
 # -- classify_failure -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("log", "cause"), [
-    ("Traceback (most recent call last):\n  File \"uvicorn/server.py\", line 161\n"
-     "OSError: [Errno 98] Address already in use", "port_in_use"),
-    ("ERROR [core.py:700] EngineCore failed to start.\n"
-     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-     "capacity of 139.81 GiB of which 1.06 GiB is free.", "out_of_memory"),
-    ("(EngineCore pid=12) ERROR [cpu_worker.py:120] RuntimeError: Available memory on node 0 "
-     "(8.1 GiB) is less than desired CPU memory utilization (0.9, 14.4 GiB).", "out_of_memory"),
-    ("ValueError: No available memory for the cache blocks. Try increasing "
-     "`gpu_memory_utilization` when initializing the engine.", "out_of_memory"),
-    ("OSError: nonexistent/model is not a local folder and is not a valid model identifier "
-     "listed on 'https://huggingface.co/models'", "model_not_found"),
-    ("huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. Repository Not Found "
-     "for url: https://huggingface.co/api/models/nope/nope", "model_not_found"),
-    ("ValueError: To serve at least one request with the models's max seq len (32768), 4.00 GiB "
-     "KV cache is needed, which is larger than the available KV cache memory (1.00 GiB).",
-     "max_model_len"),
-    ("api_server.py: error: unrecognized arguments: --max-num-seq 8", "bad_flag"),
-    ("api_server.py: error: argument --dtype: invalid choice: 'fp7'", "bad_flag"),
-    ("RuntimeError: Engine core initialization failed. See root cause above.", "unknown"),
-    ("", "unknown"),
-])
+@pytest.mark.parametrize(
+    ("log", "cause"),
+    [
+        (
+            'Traceback (most recent call last):\n  File "uvicorn/server.py", line 161\n'
+            "OSError: [Errno 98] Address already in use",
+            "port_in_use",
+        ),
+        (
+            "ERROR [core.py:700] EngineCore failed to start.\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+            "GPU 0 has a total capacity of 139.81 GiB of which 1.06 GiB is free.",
+            "out_of_memory",
+        ),
+        (
+            "(EngineCore pid=12) ERROR [cpu_worker.py:120] RuntimeError: "
+            "Available memory on node 0 "
+            "(8.1 GiB) is less than desired CPU memory utilization (0.9, 14.4 GiB).",
+            "out_of_memory",
+        ),
+        (
+            "ValueError: No available memory for the cache blocks. Try increasing "
+            "`gpu_memory_utilization` when initializing the engine.",
+            "out_of_memory",
+        ),
+        (
+            "OSError: nonexistent/model is not a local folder and is not a valid model identifier "
+            "listed on 'https://huggingface.co/models'",
+            "model_not_found",
+        ),
+        (
+            "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. "
+            "Repository Not Found "
+            "for url: https://huggingface.co/api/models/nope/nope",
+            "model_not_found",
+        ),
+        (
+            "ValueError: To serve at least one request with the models's max seq len (32768), "
+            "4.00 GiB "
+            "KV cache is needed, which is larger than the available KV cache memory (1.00 GiB).",
+            "max_model_len",
+        ),
+        (
+            "ValueError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': "
+            "'/a/b/c'. Use `repo_type` argument if needed.",
+            "model_not_found",
+        ),
+        (
+            "huggingface_hub.errors.LocalEntryNotFoundError: "
+            "Cannot find the requested files in the "
+            "disk cache and outgoing traffic has been disabled.",
+            "model_not_found",
+        ),
+        ("huggingface_hub.errors.GatedRepoError: 403 Client Error.", "model_not_found"),
+        ("api_server.py: error: unrecognized arguments: --max-num-seq 8", "bad_flag"),
+        ("api_server.py: error: argument --dtype: invalid choice: 'fp7'", "bad_flag"),
+        ("RuntimeError: Engine core initialization failed. See root cause above.", "unknown"),
+        ("", "unknown"),
+    ],
+)
 def test_classify_failure(log: str, cause: str) -> None:
     assert classify_failure(log) == cause
 
 
+def test_start_with_a_missing_model_path_launches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(env, "vllm_build", lambda: "cuda")
+    monkeypatch.setattr(server, "known_flags", lambda: FLAGS)
+
+    def no_launch(*args, **kwargs):
+        raise AssertionError("nothing may be launched")
+
+    monkeypatch.setattr(subprocess, "Popen", no_launch)
+    missing = tmp_path / "no-such-model"
+    srv = VLLMServer(
+        ServerConfig(model=str(missing), args={"max-num-seqs": 2}), log_path=tmp_path / "s.log"
+    )
+    with pytest.raises(ServerError) as info:
+        srv.start()
+    assert info.value.cause == "model_not_found"
+    assert str(info.value).startswith(f"model path {missing} does not exist (nothing was launched)")
+    assert srv.proc is None and srv.port is None
+    assert not (tmp_path / "s.log").exists()
+
+
+def test_start_checks_flags_before_anything_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixed_version: str
+) -> None:
+    monkeypatch.setattr(env, "vllm_build", lambda: "cuda")
+    monkeypatch.setattr(server, "known_flags", lambda: FLAGS)
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: pytest.fail("launched"))
+    srv = VLLMServer(ServerConfig(args={"max_num_seq": 2}), log_path=tmp_path / "s.log")
+    with pytest.raises(UnknownFlagError, match="did you mean --max-num-seqs"):
+        srv.start()
+    assert srv.proc is None
+
+
 def test_server_error_carries_the_log_tail(tmp_path: Path) -> None:
-    err = ServerError("it died", cause="crashed", log_tail="line 1\nline 2",
-                      log_path=tmp_path / "s.log")
+    err = ServerError(
+        "it died", cause="crashed", log_tail="line 1\nline 2", log_path=tmp_path / "s.log"
+    )
     assert str(err) == f"it died\n--- last lines of {tmp_path / 's.log'} ---\nline 1\nline 2"
     assert err.cause == "crashed"
     assert str(ServerError("plain")) == "plain"

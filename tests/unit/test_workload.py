@@ -38,12 +38,14 @@ GOOD = '{"prompt": "hi", "output_len": 4}'
 
 
 def test_read_jsonl_all_forms(tmp_path: Path) -> None:
-    path = _write(tmp_path,
-                  '{"prompt": "some text", "output_len": 64, "prompt_len": 256}',
-                  "",
-                  "   ",
-                  '{"prompt_token_ids": [1, 3, 5], "output_len": 2}',
-                  '{"output_len": 1, "prompt": "caf\u00e9"}')
+    path = _write(
+        tmp_path,
+        '{"prompt": "some text", "output_len": 64, "prompt_len": 256}',
+        "",
+        "   ",
+        '{"prompt_token_ids": [1, 3, 5], "output_len": 2}',
+        '{"output_len": 1, "prompt": "caf\u00e9"}',
+    )
     assert read_jsonl(path) == [
         Request("some text", 64, 256),
         Request((1, 3, 5), 2, None),
@@ -51,24 +53,32 @@ def test_read_jsonl_all_forms(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize(("line", "match"), [
-    ('{"prompt": "hi", "output_len": 4', r"not valid JSON"),
-    ('{"prompt": "hi"}', r"'output_len' must be an integer >= 1, got None"),
-    ('{"prompt": "hi", "output_len": -3}', r"'output_len' must be an integer >= 1, got -3"),
-    ('{"prompt": "hi", "output_len": 0}', r"'output_len' must be an integer >= 1, got 0"),
-    ('{"prompt": "hi", "output_len": 2.5}', r"'output_len' must be an integer >= 1, got 2.5"),
-    ('{"prompt": "hi", "output_len": true}', r"'output_len' must be an integer >= 1, got True"),
-    ('{"prompt": "hi", "prompt_token_ids": [1], "output_len": 4}',
-     r"give exactly one of 'prompt' or 'prompt_token_ids'"),
-    ('{"output_len": 4}', r"give exactly one of 'prompt' or 'prompt_token_ids'"),
-    ('{"prompt": "hi", "output_len": 4, "max_tokens": 9}', r"unknown field\(s\) \['max_tokens'\]"),
-    ('{"prompt": 42, "output_len": 4}', r"'prompt' must be a string"),
-    ('{"prompt": ["a"], "output_len": 4}', r"'prompt' must be a string"),
-    ('{"prompt_token_ids": [], "output_len": 4}', r"'prompt_token_ids' must be non-empty"),
-    ('{"prompt_token_ids": [1, -2], "output_len": 4}', r"'prompt_token_ids' must be non-empty"),
-    ('{"prompt": "hi", "output_len": 4, "prompt_len": 0}', r"'prompt_len' must be an integer"),
-    ('[1, 2]', r"expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ('{"prompt": "hi", "output_len": 4', r"not valid JSON"),
+        ('{"prompt": "hi"}', r"'output_len' must be an integer >= 1, got None"),
+        ('{"prompt": "hi", "output_len": -3}', r"'output_len' must be an integer >= 1, got -3"),
+        ('{"prompt": "hi", "output_len": 0}', r"'output_len' must be an integer >= 1, got 0"),
+        ('{"prompt": "hi", "output_len": 2.5}', r"'output_len' must be an integer >= 1, got 2.5"),
+        ('{"prompt": "hi", "output_len": true}', r"'output_len' must be an integer >= 1, got True"),
+        (
+            '{"prompt": "hi", "prompt_token_ids": [1], "output_len": 4}',
+            r"give exactly one of 'prompt' or 'prompt_token_ids'",
+        ),
+        ('{"output_len": 4}', r"give exactly one of 'prompt' or 'prompt_token_ids'"),
+        (
+            '{"prompt": "hi", "output_len": 4, "max_tokens": 9}',
+            r"unknown field\(s\) \['max_tokens'\]",
+        ),
+        ('{"prompt": 42, "output_len": 4}', r"'prompt' must be a string"),
+        ('{"prompt": ["a"], "output_len": 4}', r"'prompt' must be a string"),
+        ('{"prompt_token_ids": [], "output_len": 4}', r"'prompt_token_ids' must be non-empty"),
+        ('{"prompt_token_ids": [1, -2], "output_len": 4}', r"'prompt_token_ids' must be non-empty"),
+        ('{"prompt": "hi", "output_len": 4, "prompt_len": 0}', r"'prompt_len' must be an integer"),
+        ("[1, 2]", r"expected a JSON object"),
+    ],
+)
 def test_read_jsonl_errors_name_path_and_line(tmp_path: Path, line: str, match: str) -> None:
     # the bad line is line 3 of the file (after a good line and a blank one)
     path = _write(tmp_path, GOOD, "", line, GOOD)
@@ -77,15 +87,13 @@ def test_read_jsonl_errors_name_path_and_line(tmp_path: Path, line: str, match: 
     assert str(info.value).startswith(f"{path}:3: ")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: workload._parse_line accepts JSON booleans where ints are required: "
-    "'prompt_len': true is read as prompt_len=True and 'prompt_token_ids': [true, 5] as "
-    "(True, 5); 'output_len': true is rejected (it checks isinstance(out, bool)), the other "
-    "two fields do not"))
-@pytest.mark.parametrize("line", [
-    '{"prompt": "hi", "output_len": 4, "prompt_len": true}',
-    '{"prompt_token_ids": [true, 5], "output_len": 4}',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"prompt": "hi", "output_len": 4, "prompt_len": true}',
+        '{"prompt_token_ids": [true, 5], "output_len": 4}',
+    ],
+)
 def test_read_jsonl_rejects_booleans_as_ints(tmp_path: Path, line: str) -> None:
     with pytest.raises(WorkloadError):
         read_jsonl(_write(tmp_path, line))
@@ -113,7 +121,7 @@ def test_read_jsonl_missing_file(tmp_path: Path) -> None:
 
 
 def test_write_read_round_trip_is_byte_identical(tmp_path: Path) -> None:
-    reqs = [Request("plain", 3, 7), Request((1, 2, 3), 8), Request("\u00fcber \"quoted\"\n", 1, 2)]
+    reqs = [Request("plain", 3, 7), Request((1, 2, 3), 8), Request('\u00fcber "quoted"\n', 1, 2)]
     first = tmp_path / "a.jsonl"
     write_jsonl(reqs, first)
     text = first.read_bytes()
@@ -163,8 +171,33 @@ def test_words_are_plain_lowercase_words(tok: PromptTokenizer) -> None:
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
 def test_make_prompt_exact_lengths(tok: PromptTokenizer, endpoint: str) -> None:
     rng = np.random.default_rng(1234)
-    lengths = sorted({5, 6, 7, 8, 9, 10, 11, 16, 31, 32, 33, 64, 100, 127, 128, 255, 256, 257,
-                      511, 512, 599, 600} | set(range(12, 600, 23)))
+    lengths = sorted(
+        {
+            5,
+            6,
+            7,
+            8,
+            9,
+            10,
+            11,
+            16,
+            31,
+            32,
+            33,
+            64,
+            100,
+            127,
+            128,
+            255,
+            256,
+            257,
+            511,
+            512,
+            599,
+            600,
+        }
+        | set(range(12, 600, 23))
+    )
     for length in lengths:
         text = tok.make_prompt(length, endpoint, rng)
         assert isinstance(text, str) and text == text.strip() and text
@@ -183,8 +216,14 @@ def test_make_prompt_minimum_lengths(tok: PromptTokenizer) -> None:
 
 
 def test_synthesize_is_reproducible(tok: PromptTokenizer) -> None:
-    spec = SyntheticWorkload(num_requests=6, input_len=40, output_len=8, input_len_range=0.5,
-                             output_len_range=0.5, seed=7)
+    spec = SyntheticWorkload(
+        num_requests=6,
+        input_len=40,
+        output_len=8,
+        input_len_range=0.5,
+        output_len_range=0.5,
+        seed=7,
+    )
     a = synthesize(spec, tok, "completions")
     b = synthesize(spec, tok, "completions")
     assert [r.to_json() for r in a] == [r.to_json() for r in b]
