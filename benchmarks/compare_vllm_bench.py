@@ -140,9 +140,9 @@ NOTES = [
     "rescaled (src/vllm_course/arrivals.py). When the server keeps up, duration ~ last "
     "arrival + one request, so request/output/total throughput follow the arrival span, not "
     "the server. vLLM also waits the first gap before its first send (inside its duration), "
-    "ours sends the first request at t=0. See 'last scheduled arrival' below; with "
+    "ours sends the first request at t=0. See 'Scheduled sends' above; with "
     "--burstiness inf both schedules have the same span, with --rate inf both send all at "
-    "t=0.",
+    "t=0, and --arrivals vllm makes our side replay vLLM's exact send times.",
     "TPOT/ITL depend on how many requests share each decode step, so a different arrival "
     "schedule (or another process on the CPU) changes them; 'mean requests in flight' shows "
     "the load each tool actually put on the server.",
@@ -322,11 +322,38 @@ def run_vllm(a: argparse.Namespace, server: VLLMServer, dataset: Path, run_dir: 
     return run
 
 
+def vllm_schedule(n: int, rate: float, burstiness: float, seed: int) -> list[float]:
+    """The send offsets ``vllm bench serve`` uses (``get_request`` in vllm/benchmarks/serve.py).
+
+    ``np.random.seed(seed)``, one ``np.random.gamma`` draw per request (nothing else draws from
+    numpy's global generator in between for the ``custom`` dataset), cumulated, then rescaled
+    so the last one is at ``n/rate``. The first request waits the first gap.
+    """
+    if math.isinf(rate):
+        return [0.0] * n
+    state = np.random.RandomState(seed)      # the generator np.random.seed(seed) resets
+    if math.isinf(burstiness):
+        gaps = [1.0 / rate] * n
+    else:
+        gaps = [state.gamma(shape=burstiness, scale=1.0 / (rate * burstiness)) for _ in range(n)]
+    cum = np.cumsum(gaps)
+    return [float(x) for x in cum * ((n / rate) / cum[-1])]
+
+
+def ours_schedule(a: argparse.Namespace) -> list[float]:
+    """The send offsets our side uses: our arrival process, or vLLM's (``--arrivals vllm``)."""
+    if a.arrivals == "vllm":
+        return vllm_schedule(a.num_requests, a.rate, a.burstiness, a.seed)
+    return [float(x) for x in schedule(a.num_requests, a.rate, a.burstiness, a.seed)]
+
+
 async def _ours(a: argparse.Namespace, base_url: str, requests: list[Request]):
     load = LoadSpec(endpoint="completions", rate_rps=a.rate, burstiness=a.burstiness, seed=a.seed,
                     num_warmups=a.warmups)
     warmups = [requests[0]] * a.warmups   # what vLLM's --num-warmups sends
-    return await run_load(base_url, a.model, requests, load, warmups=warmups)
+    offsets = vllm_schedule(len(requests), a.rate, a.burstiness, a.seed) \
+        if a.arrivals == "vllm" else None
+    return await run_load(base_url, a.model, requests, load, warmups=warmups, offsets_s=offsets)
 
 
 def run_ours(a: argparse.Namespace, server: VLLMServer, requests: list[Request], run_dir: Path,
@@ -460,11 +487,13 @@ def diagnostics(a: argparse.Namespace, pairs: list[tuple[ToolRun, ToolRun]],
     for f in foreign:
         lines.append(f"  WARNING: another vLLM server (not started here) was running: {f}")
     if not math.isinf(a.rate):
-        ours_last = float(schedule(a.num_requests, a.rate, a.burstiness, a.seed)[-1])
-        vllm_last = a.num_requests / a.rate
-        lines.append(f"Last scheduled arrival: vllm bench serve {vllm_last:.2f} s (rescaled to "
-                     f"N/rate), ours {ours_last:.2f} s (seed {a.seed}, not rescaled): "
-                     f"ratio {ours_last / vllm_last:.3f}.")
+        ours, theirs = ours_schedule(a), vllm_schedule(a.num_requests, a.rate, a.burstiness,
+                                                       a.seed)
+        how = ("vLLM's schedule replayed (--arrivals vllm)" if a.arrivals == "vllm"
+               else f"our arrival process, seed {a.seed}, not rescaled")
+        lines.append(f"Scheduled sends: vllm bench serve first {theirs[0]:.2f} s, last "
+                     f"{theirs[-1]:.2f} s (rescaled to N/rate); ours first {ours[0]:.2f} s, last "
+                     f"{ours[-1]:.2f} s ({how}): last-send ratio {ours[-1] / theirs[-1]:.3f}.")
     return lines
 
 
@@ -498,7 +527,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--burstiness", type=float, default=1.0,
                    help="gamma shape of the arrivals for both tools: 1 Poisson, 'inf' constant "
                         "rate (then both tools' schedules have the same span)")
-    p.add_argument("--repeats", type=int, default=1,
+    p.add_argument("--arrivals", choices=("ours", "vllm"), default="vllm",
+                   help="our side's send times: our own arrival process (LoadSpec), or replay "
+                        "the exact schedule vllm bench serve draws (run_load offsets_s)")
+    p.add_argument("--repeats", type=int, default=3,
                    help="runs of each tool; with >1 the ratio column is the mean of ratios")
     p.add_argument("--order", choices=("alternate", "vllm-first", "ours-first"),
                    default="alternate",
@@ -507,8 +539,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="warmup requests before each tool's run (copies of the first prompt)")
     p.add_argument("--seed", type=int, default=0, help="workload and arrival seed")
     p.add_argument("--model", default="tiny-mistral", help="a model card or model id")
-    p.add_argument("--same-body", action="store_true",
-                   help="also ask continuous_usage_stats in vLLM's requests (as ours do)")
+    p.add_argument("--same-body", action=argparse.BooleanOptionalAction, default=True,
+                   help="also ask continuous_usage_stats in vLLM's requests (as ours do), so the "
+                        "server does the same work for both tools; --no-same-body sends each "
+                        "tool's own request body")
     p.add_argument("--run-timeout", type=float, default=900.0,
                    help="seconds allowed for one vllm bench serve run")
     p.add_argument("--out", default="results", help="folder for compare-vllm-bench-<time>/")
@@ -596,6 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"compare vllm bench serve vs ours: {a.model}, /v1/completions, "
               f"{a.num_requests} requests x {a.input_len} prompt / {a.output_len} output tokens, "
               f"rate {_rate_str(a.rate)} req/s (burstiness {a.burstiness:g}), seed {a.seed}, "
+              f"arrivals {a.arrivals}, "
               f"{a.warmups} warmups, repeats {a.repeats}, order {a.order}")
     check = ("total_input_tokens equal in every repeat (same prompts, no chat template)"
              if same_input else "MISMATCH: total_input_tokens differ between the tools")
