@@ -83,3 +83,42 @@ def test_server_killed_mid_run_keeps_partial_results(pool, tmp_path):
     assert summary["stopped_early"] == "the vLLM server died"
     assert summary["summary"]["completed"] == len(done)
     assert summary["summary"]["failed"] == len(failed)
+
+
+OWNER = """
+import sys, time
+from vllm_course.config import ServerConfig
+from vllm_course.pool import ServerPool
+pool = ServerPool(max_live=1, profile_args={"kv-cache-memory-bytes": 1 << 28})
+pool.acquire(ServerConfig(), log_path=sys.argv[1])
+time.sleep(600)
+"""
+
+
+def test_server_dies_with_its_owner(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import _group_alive
+
+    env = {**os.environ, "VLLM_COURSE_HOME": str(tmp_path / "home")}
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path / "s.log")], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        servers = tmp_path / "home" / "servers"
+        while time.monotonic() < deadline and not list(servers.glob("*.json")):
+            assert owner.poll() is None, "the owner process exited early"
+            time.sleep(0.2)
+        (entry,) = list(servers.glob("*.json"))
+        pid = json.loads(entry.read_text())["pid"]
+        time.sleep(3.0)                       # let the server spawn its engine processes
+        assert _group_alive(pid)
+        owner.kill()                          # SIGKILL: no atexit, no cleanup code runs
+        owner.wait()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _group_alive(pid):
+            time.sleep(0.5)
+        assert not _group_alive(pid), "the vLLM server outlived its owner"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
