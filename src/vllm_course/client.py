@@ -33,11 +33,18 @@ def request_body(request: Request, model: str, endpoint: Endpoint) -> dict:
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
     if endpoint == "chat":
-        if not isinstance(request.prompt, str):
+        if request.is_conversation:
+            body["messages"] = [{"role": r, "content": c} for r, c in request.prompt]
+        elif isinstance(request.prompt, str):
+            body["messages"] = [{"role": "user", "content": request.prompt}]
+        else:
             raise ValueError("token-id prompts only work with the completions endpoint")
-        body["messages"] = [{"role": "user", "content": request.prompt}]
+    elif request.is_conversation:
+        raise ValueError("conversation prompts only work with the chat endpoint")
     else:
         body["prompt"] = request.prompt if isinstance(request.prompt, str) else list(request.prompt)
+    if request.priority is not None:
+        body["priority"] = request.priority
     return body
 
 

@@ -28,29 +28,48 @@ from vllm_course import models
 from vllm_course.config import Endpoint, FileWorkload, SyntheticWorkload
 
 
+Message = tuple[str, str]  # (role, content): "user", "assistant" or "system"
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """One request of a workload.
 
     Attributes:
-        prompt: text, or token ids (``/v1/completions`` only).
+        prompt: text, token ids (``/v1/completions`` only), or a conversation as
+            ``((role, content), ...)`` ending with a user message (``/v1/chat/completions`` only;
+            multi-turn chats whose history grows turn by turn).
         output_len: tokens to generate (sent as ``max_tokens`` with ``ignore_eos``).
         prompt_len: expected ``usage.prompt_tokens``, or ``None`` if not known.
+        priority: the request's ``priority`` field (lower is served first under
+            ``--scheduling-policy priority``); ``None`` leaves it out of the request body.
+        timestamp_s: arrival time from a trace, in seconds from the trace's start; ``None`` for
+            request sets without timing.
     """
 
-    prompt: str | tuple[int, ...]
+    prompt: str | tuple[int, ...] | tuple[Message, ...]
     output_len: int
     prompt_len: int | None = None
+    priority: int | None = None
+    timestamp_s: float | None = None
+
+    @property
+    def is_conversation(self) -> bool:
+        """True if ``prompt`` is a list of (role, content) messages."""
+        return isinstance(self.prompt, tuple) and bool(self.prompt) and isinstance(self.prompt[0], tuple)
 
     def to_json(self) -> str:
         """One JSONL line (keys sorted, no trailing newline)."""
         data: dict = {"output_len": self.output_len}
         if isinstance(self.prompt, str):
             data["prompt"] = self.prompt
+        elif self.is_conversation:
+            data["messages"] = [{"role": r, "content": c} for r, c in self.prompt]
         else:
             data["prompt_token_ids"] = list(self.prompt)
-        if self.prompt_len is not None:
-            data["prompt_len"] = self.prompt_len
+        for key in ("prompt_len", "priority", "timestamp_s"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
         return json.dumps(data, sort_keys=True, ensure_ascii=False)
 
 
@@ -90,21 +109,31 @@ class PromptTokenizer:
             return self._mistral.instruct_tokenizer.tokenizer.decode(list(ids))
         return self._hf.decode(list(ids))
 
-    def prompt_len(self, text: str, endpoint: Endpoint) -> int:
-        """``usage.prompt_tokens`` the server will report for ``text`` on ``endpoint``."""
+    def prompt_len(self, prompt: str | tuple[Message, ...], endpoint: Endpoint) -> int:
+        """``usage.prompt_tokens`` the server will report for ``prompt`` on ``endpoint``.
+
+        ``prompt`` is text, or (chat only) a conversation of ``(role, content)`` messages.
+        """
+        messages = prompt if isinstance(prompt, tuple) else (("user", prompt),)
         if self._mistral is not None:
             if endpoint == "completions":
                 tok = self._mistral.instruct_tokenizer.tokenizer
-                return len(tok.encode(text, bos=True, eos=False))
-            from mistral_common.protocol.instruct.messages import UserMessage
+                return len(tok.encode(prompt, bos=True, eos=False))
+            from mistral_common.protocol.instruct.messages import (
+                AssistantMessage,
+                SystemMessage,
+                UserMessage,
+            )
             from mistral_common.protocol.instruct.request import ChatCompletionRequest
 
-            req = ChatCompletionRequest(messages=[UserMessage(content=text)])
+            kinds = {"user": UserMessage, "assistant": AssistantMessage, "system": SystemMessage}
+            req = ChatCompletionRequest(messages=[kinds[r](content=c) for r, c in messages])
             return len(self._mistral.encode_chat_completion(req).tokens)
         if endpoint == "completions":
-            return len(self._hf.encode(text, add_special_tokens=True))
+            return len(self._hf.encode(prompt, add_special_tokens=True))
         ids = self._hf.apply_chat_template(
-            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+            [{"role": r, "content": c} for r, c in messages], add_generation_prompt=True,
+            tokenize=True,
         )
         return len(ids)
 
@@ -192,35 +221,70 @@ def warmup_requests(tokenizer: PromptTokenizer, n: int, endpoint: Endpoint) -> l
     return [Request(tokenizer.make_prompt(32, endpoint, rng), 8, 32) for _ in range(n)]
 
 
-def _parse_line(line: str, where: str) -> Request:
+_FIELDS = {"prompt", "prompt_token_ids", "messages", "output_len", "prompt_len", "priority",
+           "timestamp_s"}
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _parse_messages(value: object, where: str) -> tuple[Message, ...]:
+    if not isinstance(value, list) or not value:
+        raise WorkloadError(f"{where}: 'messages' must be a non-empty list")
+    out = []
+    for i, m in enumerate(value):
+        if (not isinstance(m, dict) or set(m) != {"role", "content"}
+                or m["role"] not in ("system", "user", "assistant")
+                or not isinstance(m["content"], str)):
+            raise WorkloadError(f"{where}: messages[{i}] must be {{'role': system|user|assistant, "
+                                f"'content': str}}")
+        out.append((m["role"], m["content"]))
+    if out[-1][0] != "user":
+        raise WorkloadError(f"{where}: the last message must be the user's")
+    return tuple(out)
+
+
+def _parse_line(line: str, where: str) -> Request:  # noqa: C901 - one check per field
     try:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
         raise WorkloadError(f"{where}: not valid JSON ({exc.msg})") from None
     if not isinstance(data, dict):
         raise WorkloadError(f"{where}: expected a JSON object")
-    unknown = set(data) - {"prompt", "prompt_token_ids", "output_len", "prompt_len"}
+    unknown = set(data) - _FIELDS
     if unknown:
         raise WorkloadError(f"{where}: unknown field(s) {sorted(unknown)}")
-    if ("prompt" in data) == ("prompt_token_ids" in data):
-        raise WorkloadError(f"{where}: give exactly one of 'prompt' or 'prompt_token_ids'")
-    prompt = data.get("prompt")
-    if prompt is not None and not isinstance(prompt, str):
-        raise WorkloadError(f"{where}: 'prompt' must be a string")
-    ids = data.get("prompt_token_ids")
-    if ids is not None:
-        if not isinstance(ids, list) or not ids or not all(
-            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids
-        ):
+    given = [k for k in ("prompt", "prompt_token_ids", "messages") if k in data]
+    if len(given) != 1:
+        raise WorkloadError(f"{where}: give exactly one of 'prompt', 'prompt_token_ids' or "
+                            f"'messages' (got {given or 'none'})")
+    if "prompt" in data:
+        prompt = data["prompt"]
+        if not isinstance(prompt, str):
+            raise WorkloadError(f"{where}: 'prompt' must be a string")
+    elif "messages" in data:
+        prompt = _parse_messages(data["messages"], where)
+    else:
+        ids = data["prompt_token_ids"]
+        if not isinstance(ids, list) or not ids or not all(_is_int(t) and t >= 0 for t in ids):
             raise WorkloadError(f"{where}: 'prompt_token_ids' must be non-empty ints >= 0")
         prompt = tuple(ids)
-    out = data.get("output_len")
-    if not isinstance(out, int) or isinstance(out, bool) or out < 1:
+    if "output_len" not in data:
+        raise WorkloadError(f"{where}: missing field 'output_len'")
+    out = data["output_len"]
+    if not _is_int(out) or out < 1:
         raise WorkloadError(f"{where}: 'output_len' must be an integer >= 1, got {out!r}")
     plen = data.get("prompt_len")
-    if plen is not None and (not isinstance(plen, int) or isinstance(plen, bool) or plen < 1):
+    if plen is not None and (not _is_int(plen) or plen < 1):
         raise WorkloadError(f"{where}: 'prompt_len' must be an integer >= 1, got {plen!r}")
-    return Request(prompt, out, plen)
+    priority = data.get("priority")
+    if priority is not None and not _is_int(priority):
+        raise WorkloadError(f"{where}: 'priority' must be an integer, got {priority!r}")
+    ts = data.get("timestamp_s")
+    if ts is not None and (not isinstance(ts, (int, float)) or isinstance(ts, bool) or ts < 0):
+        raise WorkloadError(f"{where}: 'timestamp_s' must be a number >= 0, got {ts!r}")
+    return Request(prompt, out, plen, priority, None if ts is None else float(ts))
 
 
 def read_jsonl(path: str | Path, limit: int | None = None) -> list[Request]:
@@ -250,6 +314,22 @@ def write_jsonl(requests: Sequence[Request], path: str | Path) -> None:
     Path(path).write_text("".join(r.to_json() + "\n" for r in requests), encoding="utf-8")
 
 
+def check_endpoint(requests: Sequence[Request], endpoint: Endpoint, source: str) -> None:
+    """Raise if a request cannot be sent to ``endpoint`` (token ids need completions, messages chat).
+
+    Raises:
+        WorkloadError: naming the first such request (1-based) and how many there are.
+    """
+    wrong = "conversation" if endpoint == "completions" else "token-id"
+    bad = [i for i, r in enumerate(requests, 1)
+           if (r.is_conversation if endpoint == "completions"
+               else not isinstance(r.prompt, str) and not r.is_conversation)]
+    if bad:
+        need = "chat" if endpoint == "completions" else "completions"
+        raise WorkloadError(f"{source}: {len(bad)} {wrong} prompt(s) (first: request {bad[0]}) "
+                            f"only work with the {need} endpoint, not {endpoint}")
+
+
 def load(
     spec: SyntheticWorkload | FileWorkload, model: str, endpoint: Endpoint = "completions"
 ) -> list[Request]:
@@ -260,9 +340,6 @@ def load(
     """
     if isinstance(spec, FileWorkload):
         requests = read_jsonl(spec.path, spec.num_requests)
-        if endpoint == "chat" and any(not isinstance(r.prompt, str) for r in requests):
-            raise WorkloadError(
-                f"{spec.path}: token-id prompts only work with the completions endpoint"
-            )
+        check_endpoint(requests, endpoint, str(spec.path))
         return requests
     return synthesize(spec, PromptTokenizer(model), endpoint)

@@ -57,16 +57,16 @@ def test_read_jsonl_all_forms(tmp_path: Path) -> None:
     ("line", "match"),
     [
         ('{"prompt": "hi", "output_len": 4', r"not valid JSON"),
-        ('{"prompt": "hi"}', r"'output_len' must be an integer >= 1, got None"),
+        ('{"prompt": "hi"}', r"missing field 'output_len'"),
         ('{"prompt": "hi", "output_len": -3}', r"'output_len' must be an integer >= 1, got -3"),
         ('{"prompt": "hi", "output_len": 0}', r"'output_len' must be an integer >= 1, got 0"),
         ('{"prompt": "hi", "output_len": 2.5}', r"'output_len' must be an integer >= 1, got 2.5"),
         ('{"prompt": "hi", "output_len": true}', r"'output_len' must be an integer >= 1, got True"),
         (
             '{"prompt": "hi", "prompt_token_ids": [1], "output_len": 4}',
-            r"give exactly one of 'prompt' or 'prompt_token_ids'",
+            r"give exactly one of 'prompt', 'prompt_token_ids' or 'messages'",
         ),
-        ('{"output_len": 4}', r"give exactly one of 'prompt' or 'prompt_token_ids'"),
+        ('{"output_len": 4}', r"give exactly one of 'prompt', 'prompt_token_ids' or 'messages'"),
         (
             '{"prompt": "hi", "output_len": 4, "max_tokens": 9}',
             r"unknown field\(s\) \['max_tokens'\]",
@@ -143,7 +143,7 @@ def test_load_file_workload(tmp_path: Path) -> None:
     path = _write(tmp_path, GOOD, '{"prompt_token_ids": [1, 2], "output_len": 3}', GOOD)
     got = workload.load(FileWorkload(path=path, num_requests=2), "tiny-mistral", "completions")
     assert got == [Request("hi", 4), Request((1, 2), 3)]
-    with pytest.raises(WorkloadError, match="token-id prompts only work with the completions"):
+    with pytest.raises(WorkloadError, match=r"1 token-id prompt\(s\) \(first: request 2\) only work with the completions"):
         workload.load(FileWorkload(path=path), "tiny-mistral", "chat")
     only_text = _write(tmp_path, GOOD)
     assert workload.load(FileWorkload(path=only_text), "tiny-mistral", "chat") == [Request("hi", 4)]
