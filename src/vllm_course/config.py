@@ -101,7 +101,50 @@ class FileWorkload(_Frozen):
     num_requests: int | None = Field(None, gt=0)
 
 
-WorkloadSpec = Union[SyntheticWorkload, FileWorkload]
+class TraceWorkload(_Frozen):
+    """Requests imported from a public-trace file (see :mod:`vllm_course.trace`).
+
+    Attributes:
+        path: the trace file.
+        format: ``azure`` (CSV ``TIMESTAMP,ContextTokens,GeneratedTokens``) or ``mooncake``
+            (JSONL ``timestamp`` ms, ``input_length``, ``output_length``, ``hash_ids``);
+            ``None`` picks by extension (``.csv`` is azure, anything else mooncake).
+        time_scale: replay speed-up: send times are trace times divided by it (2.0 replays twice
+            as fast, 0.5 at half speed).
+        window_s: ``(start, end)`` in trace seconds from the file's first request; only requests
+            with ``start <= t < end`` are kept, and the first kept one is sent at t=0.
+        limit: keep at most this many requests (the first ones, after the window).
+        block_size: tokens one Mooncake hash id stands for (512 in the public traces).
+        seed: salt of the token/word choice; the same file and seed give the same prompts.
+        drop_empty: skip rows with a zero input or output length instead of raising.
+    """
+
+    kind: Literal["trace"] = "trace"
+    path: Path
+    format: Literal["azure", "mooncake"] | None = None
+    time_scale: float = Field(1.0, gt=0)
+    window_s: tuple[float, float] | None = None
+    limit: int | None = Field(None, gt=0)
+    block_size: int = Field(512, gt=0)
+    seed: int = 0
+    drop_empty: bool = False
+
+    @field_validator("window_s")
+    @classmethod
+    def _window_is_ordered(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not 0 <= v[0] < v[1]:
+            raise ValueError(f"window_s must be (start, end) with 0 <= start < end, got {v}")
+        return v
+
+    @property
+    def trace_format(self) -> Literal["azure", "mooncake"]:
+        """``format``, or the one the file extension implies."""
+        if self.format is not None:
+            return self.format
+        return "azure" if self.path.suffix.lower() == ".csv" else "mooncake"
+
+
+WorkloadSpec = Union[SyntheticWorkload, FileWorkload, TraceWorkload]
 
 
 class LoadSpec(_Frozen):
@@ -118,6 +161,11 @@ class LoadSpec(_Frozen):
         seed: seed of the arrival process.
         timeout_s: per-request timeout in seconds, from send to the end of the stream (waiting
             for a concurrency slot not included).
+        arrivals: ``process`` sends at times drawn from ``rate_rps``/``burstiness``/``seed``;
+            ``trace`` replays each request's ``timestamp_s`` (relative to the first request; every
+            request needs one). ``None`` (default): ``trace`` for a ``kind: trace`` workload,
+            ``process`` otherwise. With ``trace``, ``rate_rps`` and ``burstiness`` must be left
+            unset.
     """
 
     endpoint: Endpoint = "completions"
@@ -127,6 +175,23 @@ class LoadSpec(_Frozen):
     num_warmups: int = Field(0, ge=0)
     seed: int = 0
     timeout_s: float = Field(600.0, gt=0)
+    arrivals: Literal["process", "trace"] | None = None
+
+    @model_validator(mode="after")
+    def _trace_has_no_process(self) -> LoadSpec:
+        if self.arrivals == "trace":
+            _reject_process_fields(self)
+        return self
+
+
+def _reject_process_fields(load: LoadSpec) -> None:
+    given = sorted({"rate_rps", "burstiness"} & load.model_fields_set)
+    if given:
+        raise ValueError(
+            f"load.{given[0]} does not apply when arrivals replay a trace's timestamps; "
+            "remove it, or set load.arrivals: process to use the trace's lengths with a "
+            "rate/burstiness arrival process"
+        )
 
 
 class SLO(_Frozen):
@@ -153,8 +218,25 @@ class RunConfig(_Frozen):
         if isinstance(data, dict) and isinstance(data.get("workload"), dict):
             wl = data["workload"]
             if "kind" not in wl:
-                data = {**data, "workload": {"kind": "file" if "path" in wl else "synthetic", **wl}}
+                kind = "synthetic"
+                if "path" in wl:
+                    trace = "format" in wl or str(wl["path"]).lower().endswith(".csv")
+                    kind = "trace" if trace else "file"
+                data = {**data, "workload": {"kind": kind, **wl}}
         return data
+
+    @model_validator(mode="after")
+    def _trace_arrivals_fit(self) -> RunConfig:
+        if self.arrivals == "trace":
+            _reject_process_fields(self.load)
+        return self
+
+    @property
+    def arrivals(self) -> Literal["process", "trace"]:
+        """How send times are chosen: ``load.arrivals``, or the default for the workload kind."""
+        if self.load.arrivals is not None:
+            return self.load.arrivals
+        return "trace" if isinstance(self.workload, TraceWorkload) else "process"
 
     @model_validator(mode="after")
     def _name_is_a_folder_name(self) -> RunConfig:
