@@ -10,6 +10,7 @@ from vllm_course.config import (
     RunConfig,
     ServerConfig,
     SyntheticWorkload,
+    TraceWorkload,
 )
 from vllm_course.experiment import run_experiment
 from vllm_course.loadgen import run_load
@@ -37,6 +38,7 @@ __all__ = [
     "ServerError",
     "ServerPool",
     "SyntheticWorkload",
+    "TraceWorkload",
     "UnknownFlagError",
     "VLLMServer",
     "WorkloadError",

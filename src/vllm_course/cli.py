@@ -95,43 +95,42 @@ def _execute(config, results_root: str) -> None:
         progress.update(task, completed=done, total=total)
 
     async def go():
-        original = pool.acquire
-
-        def acquire(cfg, log_path=None):
-            with console.status(
-                f"starting a vLLM server for {cfg.model} "
-                f"(~40-70 s on a 2-core CPU, ~2 min on a GPU); log: {log_path}"
-            ):
-                server = original(cfg, log_path=log_path)
-            console.print(
-                f"server ready at {server.base_url} in {server.facts.ready_s} s; "
-                f"KV cache {server.facts.kv_cache_tokens:,} tokens"
-                if server.facts.kv_cache_tokens
-                else f"server ready at {server.base_url}"
-            )
-            progress.start()
-            return server
-
-        pool.acquire = acquire
+        progress.start()
         try:
             return await run_experiment(config, results_root, pool=pool, progress=on_progress)
         finally:
             progress.stop()
 
+    def fail(message: str, code: int = 1) -> None:
+        console.print("error: ", style="red", end="")
+        console.print(message, markup=False, highlight=False)
+        raise SystemExit(code)
+
     try:
         with pool:
+            # start the server outside the event loop, so Ctrl-C stops a start at once; the run
+            # below then reuses it (identical settings, same owner)
+            with console.status(f"starting a vLLM server for {config.server.model} "
+                                "(~40-70 s on a 2-core CPU, ~2 min on a GPU)"):
+                server = pool.acquire(config.server)
+            pool.release(server)
+            facts = server.facts
+            console.print(f"server ready at {server.base_url} in {facts.ready_s} s"
+                          + (f"; KV cache {facts.kv_cache_tokens:,} tokens"
+                             if facts.kv_cache_tokens else "") + f"; log {server.log_path}")
             result = asyncio.run(go())
-    except (ServerError, WorkloadError) as exc:
-        console.print(f"[red]error:[/] {exc}", markup=False, highlight=False)
-        raise SystemExit(1) from None
+    except (ServerError, WorkloadError, FileNotFoundError) as exc:
+        fail(str(exc))
     except KeyboardInterrupt:
-        console.print(
-            "interrupted: the server was stopped; finished requests are in the run "
-            "folder's requests.jsonl"
-        )
+        console.print("interrupted: the server was stopped; requests that finished are in "
+                      f"{results_root}/<run>/requests.jsonl")
         raise SystemExit(130) from None
     click.echo(result.report())
-    click.echo(f"\nwrote {result.path}/: summary.json, requests.jsonl, server.log, latency.png")
+    if result.path:
+        files = sorted(p.name for p in Path(result.path).iterdir())
+        click.echo(f"\nwrote {result.path}/: {', '.join(files)}")
+    if result.summary is None or result.summary.completed == 0:
+        fail("no request completed; see the failures above and requests.jsonl")
 
 
 @main.command()
@@ -155,16 +154,19 @@ def run(config_path: str, results_root: str) -> None:
 
     from vllm_course.config import RunConfig
 
+    import yaml
+
     try:
         config = RunConfig.from_file(config_path)
-    except (ValidationError, ValueError) as exc:
+    except (ValidationError, ValueError, yaml.YAMLError) as exc:
         raise click.ClickException(f"{config_path}: {exc}") from None
     _execute(config, results_root)
 
 
 @main.command()
 @click.option("--results", "results_root", default="results", show_default=True)
-@click.option("--num-requests", type=int, default=None, help="Use only the first N requests.")
+@click.option("--num-requests", type=click.IntRange(min=1), default=None,
+              help="Use only the first N requests.")
 def demo(results_root: str, num_requests: int | None) -> None:
     """The course in one command: a real vLLM server, the bundled workload, a report and a plot."""
     from vllm_course import env
@@ -227,7 +229,9 @@ def servers_stop(pids: tuple[int, ...], stop_all: bool) -> None:
         raise click.UsageError("give server pids or --all")
     targets = [e["pid"] for e in registry.entries()] if stop_all else list(pids)
     for pid in targets:
-        click.echo(f"pid {pid}: {'stopped' if registry.stop(pid) else 'not running'}")
+        stopped = registry.stop(pid)
+        click.echo(f"pid {pid}: " + ("stopped" if stopped else
+                   "not a running vLLM server started by the course; nothing was signalled"))
 
 
 @main.group(name="workload")
@@ -288,3 +292,83 @@ def workload_synth(
     requests = synthesize(spec, PromptTokenizer(model), endpoint)
     write_jsonl(requests, output)
     click.echo(f"wrote {len(requests)} requests to {output}")
+
+
+@workload_group.command("describe")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "azure", "mooncake"]),
+    default=None,
+    help="Force the file format (default: .csv is azure, a JSONL with input_length mooncake).",
+)
+@click.option(
+    "--endpoint",
+    type=click.Choice(["completions", "chat"]),
+    default="completions",
+    show_default=True,
+    help="Count prompt tokens as this endpoint does (JSONL without prompt_len).",
+)
+@click.option(
+    "--model",
+    default="tiny-mistral",
+    show_default=True,
+    help="Card or hub id whose tokenizer counts the tokens (JSONL files only).",
+)
+@click.option(
+    "--block-size",
+    type=int,
+    default=512,
+    show_default=True,
+    help="Tokens per Mooncake hash id.",
+)
+@click.option(
+    "--png",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Histogram PNG to write (default: FILE's name with .png, in the current folder).",
+)
+def workload_describe(file, fmt, endpoint, model, block_size, png) -> None:
+    """Counts, length percentiles, prefix sharing and arrival rate of a request set or trace."""
+    from vllm_course.describe import describe_file, save_histogram_png
+    from vllm_course.workload import WorkloadError
+
+    try:
+        stats = describe_file(
+            file, format=fmt, endpoint=endpoint, model=model, block_size=block_size
+        )
+    except (WorkloadError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(stats.report())
+    out = Path(png) if png else Path(Path(file).stem + ".png")
+    save_histogram_png(stats, out)
+    click.echo(f"wrote {out}")
+
+
+@workload_group.command("generate")
+@click.option(
+    "--spec",
+    "spec_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Generator spec YAML (see datasets/specs/).",
+)
+@click.option(
+    "--size",
+    default=None,
+    help="Apply the overrides the spec lists under `sizes:` for this size (e.g. cpu, gpu).",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
+def workload_generate(spec_path: str, size: str | None, output: str) -> None:
+    """Generate a request set from a spec; the same arguments give the same file byte for byte."""
+    from vllm_course.generators import generate, load_spec
+    from vllm_course.workload import PromptTokenizer, write_jsonl
+
+    try:
+        spec = load_spec(spec_path, size)
+        requests = generate(spec, PromptTokenizer(spec.model))
+    except ValueError as exc:  # pydantic's ValidationError and WorkloadError are ValueErrors
+        raise click.ClickException(f"{spec_path}: {exc}") from None
+    write_jsonl(requests, output)
+    click.echo(f"wrote {len(requests)} requests for the {spec.endpoint} endpoint to {output}")

@@ -21,6 +21,10 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+# flags the harness itself passes; setting them in `args` would silently override it
+_OWNED = {"host": "server.host", "port": "server.port", "model": "server.model"}
+
+
 class ServerConfig(_Frozen):
     """How to start one vLLM server.
 
@@ -38,7 +42,7 @@ class ServerConfig(_Frozen):
     model: str = "tiny-mistral"
     args: dict[str, Scalar] = Field(default_factory=dict)
     host: str = "127.0.0.1"
-    port: int | None = None
+    port: int | None = Field(None, ge=1, le=65535)
     env: dict[str, str] = Field(default_factory=dict)
     startup_timeout_s: float = 900.0
 
@@ -50,6 +54,9 @@ class ServerConfig(_Frozen):
             name = key.lstrip("-").replace("_", "-")
             if name in out:
                 raise ValueError(f"flag {name!r} is given twice")
+            if name in _OWNED:
+                raise ValueError(f"do not pass --{name} in args: set {_OWNED[name]} instead "
+                                 "(the harness passes it and polls that address)")
             out[name] = value
         return dict(sorted(out.items()))
 
@@ -164,8 +171,8 @@ class LoadSpec(_Frozen):
         arrivals: ``process`` sends at times drawn from ``rate_rps``/``burstiness``/``seed``;
             ``trace`` replays each request's ``timestamp_s`` (relative to the first request; every
             request needs one). ``None`` (default): ``trace`` for a ``kind: trace`` workload,
-            ``process`` otherwise. With ``trace``, ``rate_rps`` and ``burstiness`` must be left
-            unset.
+            ``process`` otherwise. With ``trace``, ``rate_rps`` and ``burstiness`` must keep
+            their defaults.
     """
 
     endpoint: Endpoint = "completions"
@@ -177,6 +184,12 @@ class LoadSpec(_Frozen):
     timeout_s: float = Field(600.0, gt=0)
     arrivals: Literal["process", "trace"] | None = None
 
+    @field_validator("rate_rps", mode="before")
+    @classmethod
+    def _null_rate_is_infinite(cls, v: object) -> object:
+        # JSON has no infinity: pydantic writes rate_rps=inf as null (summary.json), so read it back
+        return math.inf if v is None else v
+
     @model_validator(mode="after")
     def _trace_has_no_process(self) -> LoadSpec:
         if self.arrivals == "trace":
@@ -185,7 +198,11 @@ class LoadSpec(_Frozen):
 
 
 def _reject_process_fields(load: LoadSpec) -> None:
-    given = sorted({"rate_rps", "burstiness"} & load.model_fields_set)
+    given = [
+        name
+        for name, default in (("rate_rps", math.inf), ("burstiness", 1.0))
+        if getattr(load, name) != default
+    ]
     if given:
         raise ValueError(
             f"load.{given[0]} does not apply when arrivals replay a trace's timestamps; "

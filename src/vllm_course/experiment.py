@@ -9,19 +9,29 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import re
 import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
 
-from vllm_course import env, metrics, plots, workload
-from vllm_course.config import RunConfig
+from vllm_course import env, metrics, plots, trace, workload
+from vllm_course.config import (
+    Endpoint,
+    FileWorkload,
+    RunConfig,
+    Scalar,
+    TraceWorkload,
+    WorkloadSpec,
+)
 from vllm_course.loadgen import ProgressFn, run_load, warm_up
 from vllm_course.pool import ServerPool, default_pool
 from vllm_course.prom import Sampler, ServerMetrics
 from vllm_course.records import RequestRecord
 from vllm_course.results import Checks, RunResult
 from vllm_course.server import ServerError, VLLMServer
+from vllm_course.workload import WorkloadError
 
 
 def new_run_dir(root: str | Path, name: str) -> Path:
@@ -68,6 +78,107 @@ def cross_checks(records: list[RequestRecord], server: ServerMetrics | None) -> 
     )
 
 
+def load_requests(spec: WorkloadSpec, model: str, endpoint: Endpoint) -> list[workload.Request]:
+    """The requests of any workload kind: synthetic, a JSONL file, or a trace (``kind: trace``).
+
+    Raises:
+        WorkloadError: the workload could not be read or built (naming ``path:line``).
+    """
+    if isinstance(spec, TraceWorkload):
+        return trace.load(spec, model, endpoint)
+    return workload.load(spec, model, endpoint)
+
+
+def _source(spec: WorkloadSpec) -> str:
+    return str(spec.path) if isinstance(spec, (FileWorkload, TraceWorkload)) else "workload"
+
+
+def send_offsets(
+    requests: Sequence[workload.Request], arrivals: str, source: str = "workload"
+) -> list[float] | None:
+    """Send times for ``run_load(offsets_s=...)``: ``None`` for ``process`` arrivals; for
+    ``trace``, each request's ``timestamp_s`` minus the first one's (the first is sent at 0).
+
+    Use ``config.arrivals`` (a :class:`RunConfig` property) as ``arrivals``.
+
+    Raises:
+        WorkloadError: with ``trace``, if a request has no ``timestamp_s`` (how many, the first)
+            or one is earlier than the request before it (requests are sent in order).
+    """
+    if arrivals == "process":
+        return None
+    if arrivals != "trace":
+        raise ValueError(f"arrivals must be 'process' or 'trace', got {arrivals!r}")
+    missing = [i for i, r in enumerate(requests, 1) if r.timestamp_s is None]
+    if missing:
+        raise WorkloadError(
+            f"{source}: {len(missing)} request(s) have no timestamp_s (first: request "
+            f"{missing[0]}); arrivals: trace replays every request's timestamp_s"
+        )
+    times = [float(r.timestamp_s) for r in requests]
+    for i, (a, b) in enumerate(zip(times, times[1:], strict=False), 2):
+        if b < a:
+            raise WorkloadError(
+                f"{source}: request {i} has timestamp_s {b:g}, earlier than request {i - 1}'s "
+                f"{a:g}; requests are sent in order, so sort them by timestamp_s"
+            )
+    t0 = times[0] if times else 0.0
+    return [round(t - t0, 6) for t in times]
+
+
+def max_model_len_from_args(args: Mapping[str, Scalar]) -> int | None:
+    """``--max-model-len`` from server flags (``4096``, ``"8k"``, ``"4K"``), or ``None`` when it is
+    not given or left to vLLM (``-1``/``auto``)."""
+    value = args.get("max-model-len", args.get("max_model_len"))
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value) if value > 0 else None
+    text = str(value).strip()
+    if m := re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgG]?)", text):
+        scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
+        return int(float(m.group(1)) * scale[m.group(2)])
+    return None
+
+
+def check_max_model_len(
+    requests: Sequence[workload.Request],
+    max_model_len: int,
+    *,
+    endpoint: Endpoint = "completions",
+    tokenizer: workload.PromptTokenizer | str | None = None,
+    source: str = "workload",
+) -> None:
+    """Raise before anything is sent if a request cannot fit the server's ``max_model_len``.
+
+    A request fits if ``prompt_len + output_len <= max_model_len``; ``prompt_len`` is the
+    request's own, else counted with ``tokenizer`` (a :class:`PromptTokenizer` or a model name;
+    only needed for text prompts without ``prompt_len``). vLLM 0.32 rejects a longer prompt and
+    silently lowers ``max_tokens`` when prompt + output is too long, so such a run would not
+    measure what the workload asks for.
+
+    Raises:
+        WorkloadError: naming how many requests are too long, the first few (1-based), and the
+            limit.
+    """
+    from vllm_course.describe import prompt_lengths
+
+    lengths = prompt_lengths(requests, endpoint, tokenizer)
+    too_long = [
+        (i, p + r.output_len)
+        for i, (p, r) in enumerate(zip(lengths, requests, strict=True), 1)
+        if p + r.output_len > max_model_len
+    ]
+    if too_long:
+        first = ", ".join(f"{i} ({n} tokens)" for i, n in too_long[:5])
+        more = ", ..." if len(too_long) > 5 else ""
+        raise WorkloadError(
+            f"{source}: {len(too_long)} of {len(requests)} request(s) need more than the "
+            f"server's max_model_len of {max_model_len} tokens (prompt + output): requests "
+            f"{first}{more}; nothing was sent. Raise --max-model-len or drop those requests"
+        )
+
+
 async def _settle(base_url: str, delay_s: float = 0.3) -> None:
     """Give the server's metrics a moment to count the last step before the final scrape."""
     await asyncio.sleep(delay_s)
@@ -92,13 +203,27 @@ async def run_experiment(
     server settings reuses it. Finished request records are appended to ``requests.jsonl`` as they
     arrive; if the server dies mid-run the partial results are saved before the error is raised.
 
+    Send times follow ``config.arrivals``: a rate/burstiness process, or (``trace``) each
+    request's ``timestamp_s``, e.g. a ``TraceWorkload`` replayed at its ``time_scale``. Before
+    anything is sent, every request is checked against the server's ``max_model_len`` (from
+    ``--max-model-len`` before the server starts, else from its startup log).
+
     Raises:
         ServerError: the server failed to start or died during the run (results saved first).
-        WorkloadError: the workload could not be read or built.
+        WorkloadError: the workload could not be read or built, a trace replay lacks timestamps,
+            or requests are longer than ``max_model_len`` (nothing sent).
     """
     pool = pool or default_pool()
     endpoint = config.load.endpoint
-    requests = workload.load(config.workload, config.server.model, endpoint)
+    model = config.server.model
+    source = _source(config.workload)
+    requests = load_requests(config.workload, model, endpoint)
+    offsets = send_offsets(requests, config.arrivals, source)
+    flags = {**getattr(pool, "profile_args", {}), **config.server.args}
+    configured_len = max_model_len_from_args(flags)
+    if configured_len is not None:
+        check_max_model_len(requests, configured_len, endpoint=endpoint, tokenizer=model,
+                            source=source)
     warmups = (
         workload.warmup_requests(
             workload.PromptTokenizer(config.server.model), config.load.num_warmups, endpoint
@@ -107,10 +232,19 @@ async def run_experiment(
         else []
     )
     run_dir = new_run_dir(results_root, config.name)
-    server = pool.acquire(config.server, log_path=run_dir / "server.log")
     try:
+        server = pool.acquire(config.server, log_path=run_dir / "server.log")
+    except BaseException:
+        if not any(run_dir.iterdir()):   # failed before launch (bad flag, port): no empty folder
+            run_dir.rmdir()
+        raise
+    try:
+        served_len = server.facts.max_model_len
+        if served_len is not None and served_len != configured_len:
+            check_max_model_len(requests, served_len, endpoint=endpoint, tokenizer=model,
+                                source=source)
         return await _measure(
-            config, server, requests, warmups, run_dir, progress, sample_interval_s
+            config, server, requests, warmups, run_dir, progress, sample_interval_s, offsets
         )
     finally:
         pool.release(server)
@@ -124,6 +258,7 @@ async def _measure(
     run_dir: Path,
     progress,
     sample_interval_s: float,
+    offsets: list[float] | None = None,
 ) -> RunResult:
     sink_path = run_dir / "requests.jsonl"
     sink_file = sink_path.open("w")
@@ -149,6 +284,7 @@ async def _measure(
                 progress=progress,
                 sink=sink,
                 should_stop=should_stop,
+                offsets_s=offsets,
             )
             if server.alive():
                 await _settle(server.base_url)
@@ -159,8 +295,9 @@ async def _measure(
     server_metrics = sampler.summary()
     records = result.records
     summary = None
-    if any(r.success for r in records):
+    if records and result.duration_s > 0:   # also when every request failed: say so
         summary = metrics.summarize(records, config.slo, result.duration_s)
+    if any(r.success for r in records):
         plots.save_latency_png(records, str(run_dir / "latency.png"), title=config.name)
     run = RunResult(
         name=config.name,

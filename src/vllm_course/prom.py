@@ -81,7 +81,16 @@ async def scrape(client: httpx.AsyncClient, base_url: str = "") -> Snapshot:
     """
     resp = await client.get(f"{base_url}/metrics")
     resp.raise_for_status()
-    return parse(resp.text)
+    t = time.time()
+    # parsing takes milliseconds of pure Python: keep it off the event loop that times requests
+    return await asyncio.to_thread(parse, vllm_lines(resp.text), t)
+
+
+def vllm_lines(text: str) -> str:
+    """Only the ``vllm:`` families of an exposition (their samples, HELP and TYPE lines)."""
+    keep = [line for line in text.splitlines()
+            if line.startswith("vllm:") or line.startswith(("# HELP vllm:", "# TYPE vllm:"))]
+    return "\n".join(keep) + "\n"
 
 
 GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")

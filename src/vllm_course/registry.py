@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import psutil
+
 from vllm_course import models
 
 if TYPE_CHECKING:
@@ -45,29 +47,53 @@ def unregister(pid: int) -> None:
     (_dir() / f"{pid}.json").unlink(missing_ok=True)
 
 
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
 def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.Error:
         return True
-    try:  # a zombie is not alive
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return True
+
+
+def _is_ours(entry: dict) -> bool:
+    """True if the entry's pid is still the vLLM server we started (not a reused pid)."""
+    pid = entry.get("pid")
+    if not isinstance(pid, int) or pid <= 1 or not _alive(pid):
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if entry.get("create_time") is not None and abs(proc.create_time() - entry["create_time"]) > 1:
+            return False
+        return "vllm.entrypoints" in " ".join(proc.cmdline()) and os.getpgid(pid) == pid
+    except (psutil.Error, OSError):
+        return False
+
+
+_REQUIRED = {"pid": int, "port": int, "host": str, "model": str, "owner_pid": int,
+             "started_at": (int, float), "log": str}
+
+
+def _valid(entry: object) -> bool:
+    return isinstance(entry, dict) and all(isinstance(entry.get(k), t) for k, t in _REQUIRED.items())
 
 
 def entries() -> list[dict]:
-    """Servers still running, oldest first; stale entries are deleted."""
+    """Servers still running, oldest first; stale, foreign or malformed entries are deleted."""
     out = []
     for path in sorted(_dir().glob("*.json")) if _dir().is_dir() else []:
         try:
             entry = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
-            path.unlink(missing_ok=True)
-            continue
-        if _alive(entry["pid"]):
+            entry = None
+        if _valid(entry) and _is_ours(entry):
             entry["owner_alive"] = _alive(entry["owner_pid"])
             out.append(entry)
         else:
@@ -76,9 +102,13 @@ def entries() -> list[dict]:
 
 
 def stop(pid: int, timeout_s: float = 20.0) -> bool:
-    """Stop a listed server's process group (SIGTERM, then SIGKILL). False if not running."""
-    if not _alive(pid):
-        unregister(pid)
+    """Stop a listed server's process group (SIGTERM, then SIGKILL).
+
+    Only a pid that :func:`entries` lists (a live vLLM server this course started, checked by
+    command line, start time and process group) is signalled; anything else returns False.
+    """
+    entry = next((e for e in entries() if e["pid"] == pid), None)
+    if entry is None:
         return False
     for sig, wait in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
         try:

@@ -113,6 +113,8 @@ class RunResult(BaseModel):
                         f"P90 {dist.p90:.1f}  P99 {dist.p99:.1f}  (n={dist.n})",
                     )
                 )
+        for error, count in sorted(s.errors.items(), key=lambda kv: -kv[1])[:3]:
+            out.append(("failed", f"{count} x {error}"))
         if s.goodput_rps is not None:
             out.append(
                 (
@@ -162,6 +164,10 @@ class RunResult(BaseModel):
 
 
 def read_records(path: str | Path) -> list[RequestRecord]:
-    """Read ``requests.jsonl`` back into records (in file order)."""
+    """Read ``requests.jsonl`` back into records, in workload order (``index``).
+
+    The file is written as requests finish, so its line order is completion order.
+    """
     with Path(path).open() as fh:
-        return [RequestRecord.from_dict(json.loads(line)) for line in fh if line.strip()]
+        records = [RequestRecord.from_dict(json.loads(line)) for line in fh if line.strip()]
+    return sorted(records, key=lambda r: r.index)

@@ -137,6 +137,10 @@ class StartupFacts:
         attention_backend: e.g. ``FLASH_ATTN``, or ``None`` where the build does not log it.
         engine_init_s: "init engine ... took S seconds".
         ready_s: seconds from launch until ``/health`` answered 200.
+        block_size: tokens per KV cache block, from the ``vllm:cache_config_info`` metric (the
+            attention backend may override ``--block-size``; vLLM's CPU backend uses 128).
+        max_model_len: longest request (prompt + output tokens) the server accepts: "Using max
+            model len N", or the engine config's ``max_seq_len=N`` (vLLM 0.26 and 0.32 log both).
     """
 
     vllm_version: str | None = None
@@ -146,6 +150,8 @@ class StartupFacts:
     attention_backend: str | None = None
     engine_init_s: float | None = None
     ready_s: float | None = None
+    max_model_len: int | None = None
+    block_size: int | None = None
 
 
 def parse_startup_log(text: str) -> StartupFacts:
@@ -166,6 +172,10 @@ def parse_startup_log(text: str) -> StartupFacts:
         facts.attention_backend = m.group(1)
     if m := re.search(r"init engine .*? took ([\d.]+) s", text):
         facts.engine_init_s = float(m.group(1))
+    if m := re.search(r"Using max model len (\d+)", text) or re.search(
+        r"LLM engine \(v[^)]*\) with config: .*?\bmax_seq_len=(\d+)", text
+    ):
+        facts.max_model_len = int(m.group(1))
     return facts
 
 
@@ -221,12 +231,28 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def port_is_free(host: str, port: int) -> bool:
+    """True if a TCP listener could bind ``host:port`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: SIGTERM when the owner dies
     except OSError:
         pass
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -317,6 +343,9 @@ class VLLMServer:
             )
         if self.port is None:
             self.port = free_port(self.config.host)
+        elif not port_is_free(self.config.host, self.port):
+            raise ServerError(f"port {self.port} on {self.config.host} is in use (nothing was "
+                              f"launched): {_ADVICE['port_in_use']}", cause="port_in_use")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         environ = {**os.environ, "PYTHONUNBUFFERED": "1", **self.config.env}
         t_start = time.monotonic()
@@ -328,7 +357,9 @@ class VLLMServer:
                 stdin=subprocess.DEVNULL,
                 env=environ,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                # PR_SET_PDEATHSIG fires when the *thread* that forked exits: tie the server to
+                # the main thread only (atexit and the owning pool stop it in every case)
+                preexec_fn=_die_with_parent if _in_main_thread() else None,
             )
         from vllm_course import registry
 
@@ -340,7 +371,23 @@ class VLLMServer:
             raise
         self.facts = parse_startup_log(self.log_path.read_text(errors="replace"))
         self.facts.ready_s = round(time.monotonic() - t_start, 2)
+        self.facts.block_size = self._block_size()
         return self
+
+    def _block_size(self) -> int | None:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        try:
+            text = httpx.get(f"{self.base_url}/metrics", timeout=10.0).text
+        except httpx.HTTPError:
+            return None
+        lines = "\n".join(ln for ln in text.splitlines() if "cache_config_info" in ln) + "\n"
+        for family in text_string_to_metric_families(lines):
+            for sample in family.samples:
+                value = sample.labels.get("block_size")
+                if value and value.isdigit():
+                    return int(value)
+        return None
 
     def _wait_ready(self, t_start: float) -> None:
         deadline = t_start + self.config.startup_timeout_s

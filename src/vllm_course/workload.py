@@ -114,11 +114,23 @@ class PromptTokenizer:
 
         ``prompt`` is text, or (chat only) a conversation of ``(role, content)`` messages.
         """
+        return len(self.prompt_ids(prompt, endpoint))
+
+    def prompt_ids(
+        self, prompt: str | tuple[int, ...] | tuple[Message, ...], endpoint: Endpoint
+    ) -> list[int]:
+        """The prompt token ids the server will compute for ``prompt`` on ``endpoint``.
+
+        Completions: BOS + the text's tokens (token-id prompts are sent as they are). Chat: the
+        model's chat template applied to the conversation (text alone is one user message).
+        """
+        if isinstance(prompt, tuple) and prompt and isinstance(prompt[0], int):
+            return list(prompt)
         messages = prompt if isinstance(prompt, tuple) else (("user", prompt),)
         if self._mistral is not None:
             if endpoint == "completions":
                 tok = self._mistral.instruct_tokenizer.tokenizer
-                return len(tok.encode(prompt, bos=True, eos=False))
+                return tok.encode(prompt, bos=True, eos=False)
             from mistral_common.protocol.instruct.messages import (
                 AssistantMessage,
                 SystemMessage,
@@ -128,14 +140,14 @@ class PromptTokenizer:
 
             kinds = {"user": UserMessage, "assistant": AssistantMessage, "system": SystemMessage}
             req = ChatCompletionRequest(messages=[kinds[r](content=c) for r, c in messages])
-            return len(self._mistral.encode_chat_completion(req).tokens)
+            return list(self._mistral.encode_chat_completion(req).tokens)
         if endpoint == "completions":
-            return len(self._hf.encode(prompt, add_special_tokens=True))
+            return list(self._hf.encode(prompt, add_special_tokens=True))
         ids = self._hf.apply_chat_template(
             [{"role": r, "content": c} for r, c in messages], add_generation_prompt=True,
             tokenize=True,
         )
-        return len(ids)
+        return list(ids)
 
     @cached_property
     def words(self) -> list[str]:

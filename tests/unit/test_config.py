@@ -168,7 +168,8 @@ def test_unknown_field_error_names_the_field(tmp_path: Path, text: str, field: s
             "workload:\n  kind: synthetic\n  output_len: 0\n",
             ("workload", "synthetic", "output_len"),
         ),
-        ("workload:\n  kind: trace\n", ("workload",)),
+        ("workload:\n  kind: replay\n", ("workload",)),
+        ("workload:\n  kind: trace\n", ("workload", "trace", "path")),
         ("slo:\n  ttft_ms: 0\n", ("slo", "ttft_ms")),
     ],
 )

@@ -318,6 +318,7 @@ def test_parse_cpu_startup_log() -> None:
         attention_backend=None,
         engine_init_s=35.42,
         ready_s=None,
+        max_model_len=2048,
     )
 
 
@@ -369,6 +370,32 @@ def test_parse_version_from_banner_only() -> None:
 
 def test_parse_empty_log() -> None:
     assert parse_startup_log("") == StartupFacts()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # vLLM 0.26 (H200 reference) and 0.32 (CPU) log both lines; config/model.py logs the first
+        (
+            "(APIServer pid=1) INFO 11-29 11:13:25 [model.py:1711] Using max model len 8192\n"
+            "(EngineCore pid=885) INFO 11-29 11:14:33 [core.py:116] Initializing a V1 LLM engine "
+            "(v0.26.0) with config: model='/x/mistral-7b-v0.3', dtype=torch.bfloat16, "
+            "max_seq_len=8192, download_dir=None\n",
+            8192,
+        ),
+        ("INFO 11-29 11:25:09 [model.py:2152] Using max model len 4096\n", 4096),
+        (
+            "INFO [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: model='m', "
+            "max_seq_len=2048, device_config=cpu\n",
+            2048,
+        ),
+        # the "Using" line wins; a max_seq_len outside the engine config line is not the limit
+        ("Using max model len 1024\nLLM engine (v0.32.0) with config: max_seq_len=2048\n", 1024),
+        ("INFO [flydsl.py:804] TGPP=4 max_bps=2 block_size=16 max_seq_len=999\n", None),
+    ],
+)
+def test_parse_max_model_len(text: str, expected: int | None) -> None:
+    assert parse_startup_log(text).max_model_len == expected
 
 
 # -- classify_failure -----------------------------------------------------------------------

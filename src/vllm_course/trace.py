@@ -1,0 +1,488 @@
+"""Public LLM-serving traces as request sets: the Azure LLM inference CSVs and Mooncake's JSONL.
+
+Two layouts are read (see ``../shared/workload_stats.md``, "File formats"):
+
+* **azure**: CSV with the header ``TIMESTAMP,ContextTokens,GeneratedTokens`` (extra columns, such
+  as the 2025 multimodal file's ``NumImages``, are ignored). ``TIMESTAMP`` is a date-time as the
+  public files write it: ``2023-11-16 18:17:03.9799600`` (2023: naive, 7 fractional digits) or
+  ``2024-05-10 00:00:00.009930+00:00`` (2024: UTC offset, the fraction sometimes missing). A plain
+  number is taken as seconds. The files carry no text, so each prompt is readable text built to
+  exactly ``ContextTokens`` tokens as the server counts them for the endpoint (no two prompts
+  share a prefix).
+* **mooncake**: JSONL with ``timestamp`` (ms from the trace start), ``input_length``,
+  ``output_length`` and ``hash_ids`` (optional here; other keys are ignored). Each hash id stands
+  for one block of ``block_size`` tokens (512 in the public traces); equal ids at positions
+  ``0..k`` mean the first ``(k+1) * block_size`` tokens are equal.
+
+Mooncake prompts are **token ids** (``/v1/completions`` only), not text: block ``j`` of a prompt
+(positions ``j*block_size`` up to ``(j+1)*block_size``) is drawn from a generator seeded with the
+block's hash id, as whole-word vocabulary tokens (``PromptTokenizer.words``, so the prompt decodes
+to readable words). Requests with equal leading hash ids therefore have token-identical prefixes,
+which the server's prefix cache sees. Text would not do: re-tokenizing concatenated blocks can
+merge tokens across a block boundary and shift every later block. vLLM does not add BOS to a
+token-id prompt (it skips tokenization, ``usage.prompt_tokens`` is ``len(ids)``), so position 0
+is the model's BOS id (1 for Mistral) in place of the first block's first word, and the prompt is
+exactly ``input_length`` ids. Tokens past the last hash id's block are unique to the request.
+
+Rows are sorted by timestamp (stably: ties keep file order; the public files are already in
+order). ``window_s=(start, end)`` keeps requests with ``start <= t < end``, ``t`` in trace seconds
+from the file's first request; ``limit`` then keeps the first N. Each kept request's
+``timestamp_s`` is ``(t - t_first_kept) / time_scale``: the first is sent at 0, and
+``time_scale=2.0`` replays twice as fast.
+
+Every problem is a :class:`~vllm_course.workload.WorkloadError` naming ``path:line``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from vllm_course.config import Endpoint, TraceWorkload
+from vllm_course.workload import PromptTokenizer, Request, WorkloadError
+
+TraceFormat = Literal["azure", "mooncake"]
+
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
+MOONCAKE_BLOCK_SIZE = 512
+
+_TIME = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\s*(Z|[+-]\d{2}:?\d{2})?"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    """One request of a trace file, before prompts are built.
+
+    Attributes:
+        line: 1-based line in the file.
+        time_s: trace time in seconds (Azure: POSIX seconds of ``TIMESTAMP``, naive times read as
+            UTC; Mooncake: ``timestamp / 1000``). Only differences matter.
+        input_len: prompt tokens (``ContextTokens`` / ``input_length``).
+        output_len: generated tokens (``GeneratedTokens`` / ``output_length``).
+        hash_ids: Mooncake block hash ids (empty for Azure).
+    """
+
+    line: int
+    time_s: float
+    input_len: int
+    output_len: int
+    hash_ids: tuple[int, ...] = ()
+
+
+def detect_format(path: str | Path) -> TraceFormat:
+    """``azure`` for a ``.csv`` file, ``mooncake`` otherwise."""
+    return "azure" if Path(path).suffix.lower() == ".csv" else "mooncake"
+
+
+def parse_timestamp(text: str) -> tuple[float, bool]:
+    """``(seconds, has_offset)`` of an Azure ``TIMESTAMP`` or a plain number of seconds.
+
+    Any number of fractional digits is kept (the 2023 files have 7). Naive times are read as UTC.
+
+    Raises:
+        ValueError: if ``text`` is neither.
+    """
+    text = text.strip()
+    m = _TIME.fullmatch(text)
+    if m is None:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"unreadable timestamp {text!r}") from None
+        if not math.isfinite(value):
+            raise ValueError(f"unreadable timestamp {text!r}")
+        return value, False
+    y, mo, d, h, mi, s, frac, tz = m.groups()
+    offset = dt.timedelta(0)
+    if tz and tz != "Z":
+        sign = -1 if tz[0] == "-" else 1
+        digits = tz[1:].replace(":", "")
+        offset = sign * dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    try:
+        when = dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=dt.timezone.utc)
+    except ValueError as exc:
+        raise ValueError(f"unreadable timestamp {text!r} ({exc})") from None
+    seconds = (when - offset).timestamp() + (float("0." + frac) if frac else 0.0)
+    return seconds, tz is not None
+
+
+def _int_field(value: object, name: str, where: str) -> int:
+    if isinstance(value, str):
+        value = value.strip()
+        if re.fullmatch(r"[+-]?\d+", value):
+            value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise WorkloadError(f"{where}: '{name}' must be an integer, got {value!r}")
+    if value < 0:
+        raise WorkloadError(f"{where}: '{name}' is negative ({value})")
+    return value
+
+
+def _usable(row: TraceRow, names: tuple[str, str], where: str, drop_empty: bool) -> bool:
+    for value, name in zip((row.input_len, row.output_len), names, strict=True):
+        if value == 0:
+            if drop_empty:
+                return False
+            raise WorkloadError(
+                f"{where}: '{name}' is 0; a request needs at least 1 token "
+                "(drop_empty=True skips such rows)"
+            )
+    return True
+
+
+def _read_azure(path: Path, drop_empty: bool) -> list[TraceRow]:  # noqa: C901 - one check per cell
+    rows: list[TraceRow] = []
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        reader = csv.reader(fh)
+        header: list[str] | None = None
+        cols: list[int] = []
+        has_offset: bool | None = None
+        for cells in reader:
+            where = f"{path}:{reader.line_num}"
+            if not cells or all(not c.strip() for c in cells):
+                continue
+            if header is None:
+                header = [c.strip() for c in cells]
+                missing = [c for c in AZURE_COLUMNS if c not in header]
+                if missing:
+                    raise WorkloadError(
+                        f"{where}: missing column(s) {missing} in the header {header} "
+                        f"(an Azure LLM trace has {','.join(AZURE_COLUMNS)})"
+                    )
+                cols = [header.index(c) for c in AZURE_COLUMNS]
+                continue
+            if len(cells) != len(header):
+                raise WorkloadError(f"{where}: {len(cells)} field(s), the header has {len(header)}")
+            stamp, ctx, gen = (cells[i] for i in cols)
+            try:
+                seconds, offset = parse_timestamp(stamp)
+            except ValueError as exc:
+                raise WorkloadError(f"{where}: 'TIMESTAMP': {exc}") from None
+            if has_offset is None:
+                has_offset = offset
+            elif offset != has_offset:
+                raise WorkloadError(
+                    f"{where}: 'TIMESTAMP' {stamp!r} mixes times with and without a UTC offset"
+                )
+            row = TraceRow(
+                reader.line_num,
+                seconds,
+                _int_field(ctx, "ContextTokens", where),
+                _int_field(gen, "GeneratedTokens", where),
+            )
+            if _usable(row, ("ContextTokens", "GeneratedTokens"), where, drop_empty):
+                rows.append(row)
+    if header is None:
+        raise WorkloadError(f"{path}: empty file (expected the header {','.join(AZURE_COLUMNS)})")
+    return rows
+
+
+def _mooncake_row(line: str, number: int, where: str) -> TraceRow:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise WorkloadError(f"{where}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise WorkloadError(f"{where}: expected a JSON object")
+    missing = [k for k in MOONCAKE_FIELDS if k not in data]
+    if missing:
+        raise WorkloadError(f"{where}: missing field(s) {missing}")
+    ts = data["timestamp"]
+    if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts):
+        raise WorkloadError(f"{where}: 'timestamp' must be a number of ms, got {ts!r}")
+    if ts < 0:
+        raise WorkloadError(f"{where}: 'timestamp' is negative ({ts})")
+    ids = data.get("hash_ids", [])
+    if not isinstance(ids, list) or not all(
+        isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in ids
+    ):
+        raise WorkloadError(f"{where}: 'hash_ids' must be a list of integers >= 0")
+    return TraceRow(
+        number,
+        ts / 1000.0,
+        _int_field(data["input_length"], "input_length", where),
+        _int_field(data["output_length"], "output_length", where),
+        tuple(ids),
+    )
+
+
+def _read_mooncake(path: Path, block_size: int, drop_empty: bool) -> list[TraceRow]:
+    rows: list[TraceRow] = []
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            row = _mooncake_row(line, number, where)
+            if not _usable(row, ("input_length", "output_length"), where, drop_empty):
+                continue
+            n = len(row.hash_ids)
+            if n and (n - 1) * block_size >= row.input_len:
+                raise WorkloadError(
+                    f"{where}: {n} hash_ids of {block_size} tokens need more than "
+                    f"{(n - 1) * block_size} tokens, but input_length is {row.input_len} "
+                    "(is block_size right?)"
+                )
+            rows.append(row)
+    return rows
+
+
+def read_rows(
+    path: str | Path,
+    format: TraceFormat | None = None,  # noqa: A002 - the trace format's name
+    *,
+    block_size: int = MOONCAKE_BLOCK_SIZE,
+    drop_empty: bool = False,
+) -> list[TraceRow]:
+    """Every request of a trace file, validated and sorted by time (stable).
+
+    Args:
+        path: the trace file.
+        format: ``azure`` or ``mooncake``; ``None`` picks by extension (:func:`detect_format`).
+        block_size: tokens per Mooncake hash id, to check ``hash_ids`` against ``input_length``.
+        drop_empty: skip rows with a zero length instead of raising.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        WorkloadError: for the first bad line (``path:line``: malformed, missing column or field,
+            negative or zero length, too many hash ids), or a file without requests.
+    """
+    path = Path(path)
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    fmt = format or detect_format(path)
+    if fmt == "azure":
+        rows = _read_azure(path, drop_empty)
+    elif fmt == "mooncake":
+        rows = _read_mooncake(path, block_size, drop_empty)
+    else:
+        raise ValueError(f"unknown trace format {fmt!r}; use azure or mooncake")
+    if not rows:
+        raise WorkloadError(f"{path}: no requests in file")
+    rows.sort(key=lambda r: r.time_s)
+    return rows
+
+
+def select(
+    rows: Sequence[TraceRow],
+    *,
+    window_s: tuple[float, float] | None = None,
+    limit: int | None = None,
+) -> list[TraceRow]:
+    """The rows in ``window_s`` (trace seconds from ``rows[0]``, ``start <= t < end``), then the
+    first ``limit`` of them. ``rows`` must be sorted by time (as :func:`read_rows` returns them).
+
+    Raises:
+        WorkloadError: if nothing is left.
+    """
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    out = list(rows)
+    if window_s is not None:
+        start, end = window_s
+        if not 0 <= start < end:
+            raise ValueError(f"window_s must be (start, end) with 0 <= start < end, got {window_s}")
+        origin = out[0].time_s if out else 0.0
+        out = [r for r in out if start <= r.time_s - origin < end]
+        if not out:
+            raise WorkloadError(
+                f"no requests in the window {start:g}-{end:g} s (trace seconds from the first "
+                f"request; the trace spans {rows[-1].time_s - origin:.3f} s)"
+            )
+    return out[:limit] if limit is not None else out
+
+
+def replay_times(rows: Sequence[TraceRow], time_scale: float = 1.0) -> list[float]:
+    """Send times in seconds: ``(t - t_first) / time_scale``, rounded to microseconds."""
+    if not time_scale > 0 or not math.isfinite(time_scale):
+        raise ValueError(f"time_scale must be a finite number > 0, got {time_scale}")
+    if not rows:
+        return []
+    t0 = rows[0].time_s
+    return [round((r.time_s - t0) / time_scale, 6) for r in rows]
+
+
+# -- prompts ------------------------------------------------------------------------------------
+
+
+def bos_ids(tokenizer: PromptTokenizer) -> list[int]:
+    """The ids the server puts before a text prompt on ``/v1/completions`` (``[1]`` for Mistral)."""
+    full = tokenizer.prompt_ids("hello", "completions")
+    body = tokenizer.encode("hello")
+    for i in range(len(full) - len(body) + 1):
+        if full[i : i + len(body)] == body:
+            return list(full[:i])
+    return []
+
+
+def word_token_ids(tokenizer: PromptTokenizer) -> np.ndarray:
+    """Token ids of the whole words in ``tokenizer.words`` that are one token each, sorted."""
+    ids: set[int] = set()
+    for word in tokenizer.words:
+        for candidate in (tokenizer.encode(" " + word), tokenizer.encode(word)):
+            if len(candidate) == 1:
+                ids.add(candidate[0])
+                break
+    if not ids:
+        raise WorkloadError(f"{tokenizer.model}: no single-token words in the vocabulary")
+    return np.array(sorted(ids), dtype=np.int64)
+
+
+class BlockPrompts:
+    """Token-id prompts whose blocks are fixed by Mooncake hash ids (see the module docstring).
+
+    Args:
+        tokenizer: the model's tokenizer (for its BOS and whole-word ids).
+        block_size: tokens per hash id.
+        seed: salt; the same seed gives the same tokens for the same hash id.
+    """
+
+    def __init__(
+        self, tokenizer: PromptTokenizer, block_size: int = MOONCAKE_BLOCK_SIZE, seed: int = 0
+    ):
+        self.block_size = block_size
+        self.seed = seed
+        self.bos = bos_ids(tokenizer)
+        self.words = word_token_ids(tokenizer)
+        self._blocks: dict[int, np.ndarray] = {}
+
+    def _draw(self, *key: int, size: int) -> np.ndarray:
+        rng = np.random.default_rng([self.seed, *key])
+        return self.words[rng.integers(0, len(self.words), size=size)]
+
+    def block(self, hash_id: int) -> np.ndarray:
+        """The ``block_size`` token ids of one hash id (cached)."""
+        got = self._blocks.get(hash_id)
+        if got is None:
+            got = self._blocks[hash_id] = self._draw(0, hash_id, size=self.block_size)
+        return got
+
+    def prompt(self, length: int, hash_ids: Sequence[int], unique_key: int) -> tuple[int, ...]:
+        """``length`` ids: BOS, then the hash ids' blocks, then tokens drawn from ``unique_key``.
+
+        Position ``p`` (``p >= len(BOS)``) holds token ``p`` of the concatenated blocks, so the
+        first ``(k+1) * block_size`` tokens depend only on ``hash_ids[:k+1]``.
+        """
+        if length < max(1, len(self.bos)):
+            raise WorkloadError(f"a token-id prompt needs at least {max(1, len(self.bos))} tokens")
+        parts = [self.block(h) for h in hash_ids]
+        covered = len(hash_ids) * self.block_size
+        if covered < length:
+            parts.append(self._draw(1, unique_key, size=length - covered))
+        body = np.concatenate(parts)[:length] if parts else np.zeros(0, dtype=np.int64)
+        return tuple(self.bos) + tuple(body[len(self.bos) :].tolist())
+
+
+def build_requests(
+    rows: Sequence[TraceRow],
+    tokenizer: PromptTokenizer,
+    *,
+    format: TraceFormat,  # noqa: A002
+    endpoint: Endpoint = "completions",
+    time_scale: float = 1.0,
+    block_size: int = MOONCAKE_BLOCK_SIZE,
+    seed: int = 0,
+    source: str = "trace",
+) -> list[Request]:
+    """Requests for selected rows: exact ``prompt_len``/``output_len``, ``timestamp_s`` from 0.
+
+    Azure rows get text prompts (either endpoint), Mooncake rows token-id prompts (completions).
+
+    Raises:
+        WorkloadError: a Mooncake trace sent to the chat endpoint, or a prompt too short for the
+            endpoint's template (naming ``source:line``).
+    """
+    times = replay_times(rows, time_scale)
+    out = []
+    if format == "mooncake":
+        if endpoint != "completions":
+            raise WorkloadError(
+                f"{source}: a Mooncake trace replays as token-id prompts (exact shared prefixes), "
+                "which only the completions endpoint accepts; set load.endpoint: completions"
+            )
+        blocks = BlockPrompts(tokenizer, block_size, seed)
+        for row, t in zip(rows, times, strict=True):
+            try:
+                prompt = blocks.prompt(row.input_len, row.hash_ids, row.line)
+            except WorkloadError as exc:
+                raise WorkloadError(f"{source}:{row.line}: {exc}") from None
+            out.append(Request(prompt, row.output_len, row.input_len, timestamp_s=t))
+        return out
+    for row, t in zip(rows, times, strict=True):
+        rng = np.random.default_rng([seed, row.line])
+        try:
+            text = tokenizer.make_prompt(row.input_len, endpoint, rng)
+        except WorkloadError as exc:
+            raise WorkloadError(f"{source}:{row.line}: {exc}") from None
+        out.append(Request(text, row.output_len, row.input_len, timestamp_s=t))
+    return out
+
+
+def import_trace(
+    path: str | Path,
+    tokenizer: PromptTokenizer | str = "tiny-mistral",
+    *,
+    format: TraceFormat | None = None,  # noqa: A002
+    endpoint: Endpoint = "completions",
+    time_scale: float = 1.0,
+    window_s: tuple[float, float] | None = None,
+    limit: int | None = None,
+    block_size: int = MOONCAKE_BLOCK_SIZE,
+    seed: int = 0,
+    drop_empty: bool = False,
+) -> list[Request]:
+    """Read a trace file into requests (see the module docstring for every option).
+
+    The same file and arguments give the same requests byte for byte.
+
+    Example::
+
+        reqs = import_trace("datasets/traces/mooncake_sample.jsonl", "tiny-mistral",
+                            time_scale=2.0, window_s=(0, 30), limit=50)
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        WorkloadError: for a bad line (``path:line``), an empty window, or a Mooncake trace on
+            the chat endpoint.
+    """
+    rows = read_rows(path, format, block_size=block_size, drop_empty=drop_empty)
+    rows = select(rows, window_s=window_s, limit=limit)
+    tok = PromptTokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+    return build_requests(
+        rows,
+        tok,
+        format=format or detect_format(path),
+        endpoint=endpoint,
+        time_scale=time_scale,
+        block_size=block_size,
+        seed=seed,
+        source=str(path),
+    )
+
+
+def load(spec: TraceWorkload, model: str, endpoint: Endpoint = "completions") -> list[Request]:
+    """The requests a ``kind: trace`` workload describes (prompts from ``model``'s tokenizer)."""
+    return import_trace(
+        spec.path,
+        model,
+        format=spec.trace_format,
+        endpoint=endpoint,
+        time_scale=spec.time_scale,
+        window_s=spec.window_s,
+        limit=spec.limit,
+        block_size=spec.block_size,
+        seed=spec.seed,
+        drop_empty=spec.drop_empty,
+    )

@@ -1,0 +1,65 @@
+"""`vllm-course servers stop` must never signal a process that is not our vLLM server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from vllm_course import registry
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_COURSE_HOME", str(tmp_path))
+    (tmp_path / "servers").mkdir()
+    return tmp_path / "servers"
+
+
+def _entry(pid, **extra):
+    return {"pid": pid, "port": 8000, "host": "127.0.0.1", "model": "tiny-mistral",
+            "owner_pid": 999999, "started_at": time.time(), "log": "x.log", **extra}
+
+
+@pytest.mark.parametrize("pid", [0, 1, -1])
+def test_stop_refuses_special_pids(home, pid):
+    (home / f"{pid}.json").write_text(json.dumps(_entry(pid)))
+    assert registry.stop(pid) is False
+
+
+def test_foreign_process_with_a_registry_entry_is_left_alone(home):
+    # a process in its own session whose pid is listed, as after pid reuse: not a vLLM server
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                            start_new_session=True)
+    try:
+        (home / f"{proc.pid}.json").write_text(json.dumps(_entry(proc.pid)))
+        assert registry.entries() == []
+        assert registry.stop(proc.pid) is False
+        time.sleep(0.2)
+        assert proc.poll() is None, "a foreign process was signalled"
+        assert not (home / f"{proc.pid}.json").exists()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_unlisted_pid_is_not_signalled(home):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                            start_new_session=True)
+    try:
+        assert registry.stop(proc.pid) is False
+        time.sleep(0.2)
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", "{}", '{"pid": "x"}', "not json"])
+def test_malformed_entries_are_dropped_not_fatal(home, content):
+    (home / "123.json").write_text(content)
+    assert registry.entries() == []
+    assert not (home / "123.json").exists()
