@@ -69,7 +69,7 @@ def _execute(config, results_root: str) -> None:
     )
 
     from vllm_course import env
-    from vllm_course.experiment import run_experiment
+    from vllm_course.experiment import load_requests, run_experiment
     from vllm_course.pool import ServerPool
     from vllm_course.server import ServerError
     from vllm_course.workload import WorkloadError
@@ -107,6 +107,8 @@ def _execute(config, results_root: str) -> None:
         raise SystemExit(code)
 
     try:
+        # read the workload first: a bad file fails before a server is started for nothing
+        load_requests(config.workload, config.server.model, config.load.endpoint)
         with pool:
             # start the server outside the event loop, so Ctrl-C stops a start at once; the run
             # below then reuses it (identical settings, same owner)

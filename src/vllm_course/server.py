@@ -367,7 +367,7 @@ class VLLMServer:
         try:
             self._wait_ready(t_start)
         except BaseException:
-            self.stop()
+            self.stop(timeout_s=5.0)   # a half-started engine may ignore SIGTERM for a while
             raise
         self.facts = parse_startup_log(self.log_path.read_text(errors="replace"))
         self.facts.ready_s = round(time.monotonic() - t_start, 2)
