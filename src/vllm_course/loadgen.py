@@ -8,6 +8,7 @@ can save partial results as they arrive).
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -100,6 +101,22 @@ async def run_load(
         if len(offsets) != len(requests) or any(b < a for a, b in zip(offsets, offsets[1:])):
             raise ValueError("offsets_s needs one non-decreasing send time per request")
     records = [RequestRecord(index=i, scheduled_s=float(t)) for i, t in enumerate(offsets)]
+    # As vllm bench serve does (freeze_gc_heap): move everything alive now out of the collector's
+    # reach, so a full collection over a large heap cannot stall the event loop mid-run and
+    # make requests leave late.
+    gc.collect()
+    gc.freeze()
+    try:
+        return await _drive(base_url, model, requests, load, records, offsets, limits, timeout,
+                            warmups, progress, sink, should_stop)
+    finally:
+        gc.unfreeze()
+
+
+async def _drive(base_url, model, requests, load, records, offsets, limits, timeout, warmups,
+                 progress, sink, should_stop) -> LoadResult:  # noqa: PLR0913
+    """The body of :func:`run_load` (see there)."""
+    cap = load.max_concurrency
     semaphore = asyncio.Semaphore(cap) if cap else None
     done = 0
 

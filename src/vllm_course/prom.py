@@ -86,10 +86,31 @@ async def scrape(client: httpx.AsyncClient, base_url: str = "") -> Snapshot:
     return await asyncio.to_thread(parse, vllm_lines(resp.text), t)
 
 
-def vllm_lines(text: str) -> str:
-    """Only the ``vllm:`` families of an exposition (their samples, HELP and TYPE lines)."""
-    keep = [line for line in text.splitlines()
-            if line.startswith("vllm:") or line.startswith(("# HELP vllm:", "# TYPE vllm:"))]
+# the families a run summary reads (deprecated aliases included); parsing only these keeps each
+# scrape to a fraction of a millisecond, so sampling never stalls the load generator's loop
+FAMILIES = frozenset({
+    "vllm:prompt_tokens", "vllm:generation_tokens", "vllm:num_preemptions",
+    "vllm:prefix_cache_queries", "vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_queries",
+    "vllm:gpu_prefix_cache_hits", "vllm:num_requests_running", "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+})
+
+
+def _family(line: str) -> str:
+    if line.startswith("#"):
+        parts = line.split(" ", 3)
+        name = parts[2] if len(parts) > 2 else ""
+    else:
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+    for suffix in ("_total", "_created"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def vllm_lines(text: str, families: frozenset[str] = FAMILIES) -> str:
+    """Only the lines of ``families`` (samples, HELP and TYPE) from an exposition."""
+    keep = [line for line in text.splitlines() if line and _family(line) in families]
     return "\n".join(keep) + "\n"
 
 
