@@ -12,7 +12,14 @@ import psutil
 import pytest
 
 from vllm_course import env, registry
+from vllm_course.config import ServerConfig
 from vllm_course.pool import ServerPool
+
+# Servers shared across test files (one start each per session). A server with several tokens per
+# SSE chunk has no reason to cache prefixes, so one config serves both of those tests.
+DEFAULT = ServerConfig(model="tiny-mistral")
+INTERVAL4_NO_PREFIX = ServerConfig(model="tiny-mistral",
+                                   args={"stream-interval": 4, "enable-prefix-caching": False})
 
 pytestmark = pytest.mark.vllm
 

@@ -10,8 +10,7 @@ from vllm_course import metrics
 from vllm_course.config import SLO, LoadSpec, RunConfig, ServerConfig, SyntheticWorkload
 from vllm_course.experiment import run_experiment
 
-DEFAULT = ServerConfig(model="tiny-mistral")
-INTERVAL4 = ServerConfig(model="tiny-mistral", args={"stream-interval": 4})
+from conftest import DEFAULT, INTERVAL4_NO_PREFIX as INTERVAL4
 
 
 def _run(pool, tmp_path, server, endpoint, n=24, isl=96, osl=24, rate=float("inf"), **load):

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from vllm_course import registry
+from vllm_course import env, registry
 from vllm_course.config import LoadSpec, RunConfig, ServerConfig, SyntheticWorkload
 from vllm_course.experiment import run_experiment
+from vllm_course.pool import ServerPool
 from vllm_course.server import ServerError, UnknownFlagError, VLLMServer
 
 
@@ -48,7 +49,17 @@ def test_unknown_hub_model_is_named_as_the_cause(tmp_path):
     assert server.proc is None
 
 
-def test_server_killed_mid_run_keeps_partial_results(pool, tmp_path):
+def test_server_killed_mid_run_keeps_partial_results(tmp_path):
+    # its own owner, so the shared servers of the session pool are not evicted for this one
+    own = ServerPool(max_live=1, profile_args=env.current_profile().server_args)
+    try:
+        _killed_mid_run(own, tmp_path)
+    finally:
+        own.close()
+        assert not own.servers
+
+
+def _killed_mid_run(pool, tmp_path):
     config = RunConfig(
         name="killed",
         server=ServerConfig(model="tiny-mistral", args={"max-num-seqs": 4}),

@@ -12,7 +12,7 @@ from vllm_course.config import FileWorkload, LoadSpec, RunConfig, ServerConfig, 
 from vllm_course.experiment import run_experiment
 from vllm_course.workload import PromptTokenizer, Request, read_jsonl, write_jsonl
 
-DEFAULT = ServerConfig(model="tiny-mistral")
+from conftest import DEFAULT, INTERVAL4_NO_PREFIX  # noqa: E402  (shared servers)
 
 
 def _run_file(pool, tmp_path, requests, endpoint, server=DEFAULT, name="wl"):
@@ -49,13 +49,20 @@ def test_conversations_and_system_prompts_have_exact_lengths(pool, tmp_path):
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 PREFIX_ON = ServerConfig(model="tiny-mistral", args={"enable-prefix-caching": True})
-PREFIX_OFF = ServerConfig(model="tiny-mistral", args={"enable-prefix-caching": False})
 
 
 def _run(pool, tmp_path, name, workload, server, endpoint="completions"):
     config = RunConfig(name=name, server=server, workload=workload,
                        load=LoadSpec(endpoint=endpoint))
     return asyncio.run(run_experiment(config, tmp_path, pool=pool))
+
+
+def test_prefix_caching_off_shows_zero_hits(pool, tmp_path):
+    path = REPO / "datasets" / "code-completion-cpu.jsonl"
+    result = _run(pool, tmp_path, "no-prefix", FileWorkload(path=path, num_requests=16),
+                  INTERVAL4_NO_PREFIX)
+    assert result.summary.failed == 0
+    assert result.server_metrics.prefix_cache_hits == 0
 
 
 @pytest.mark.parametrize("fmt", ["azure", "mooncake"])
@@ -100,11 +107,3 @@ def test_cpu_dataset_gets_exact_prompt_and_output_lengths(pool, tmp_path, name):
                                                    "completions", block_size=block).hit_rate
         assert expected > 0.3
         assert abs(result.server_metrics.prefix_cache_hit_rate - expected) <= 0.05
-
-
-def test_prefix_caching_off_shows_zero_hits(pool, tmp_path):
-    path = REPO / "datasets" / "code-completion-cpu.jsonl"
-    result = _run(pool, tmp_path, "no-prefix", FileWorkload(path=path, num_requests=16),
-                  PREFIX_OFF)
-    assert result.summary.failed == 0
-    assert result.server_metrics.prefix_cache_hits == 0
