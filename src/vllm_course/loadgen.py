@@ -119,6 +119,7 @@ async def _drive(base_url, model, requests, load, records, offsets, limits, time
     cap = load.max_concurrency
     semaphore = asyncio.Semaphore(cap) if cap else None
     done = 0
+    sunk: set[int] = set()   # indices already handed to the sink
 
     async def timed_send(i: int, t0: float) -> None:
         coro = send(client, requests[i], records[i], model=model, endpoint=load.endpoint, t0=t0)
@@ -136,6 +137,7 @@ async def _drive(base_url, model, requests, load, records, offsets, limits, time
                 await timed_send(i, t0)
         done += 1
         if sink is not None:
+            sunk.add(i)
             sink(records[i])
         if progress is not None:
             progress(done, len(requests))
@@ -153,6 +155,7 @@ async def _drive(base_url, model, requests, load, records, offsets, limits, time
                     for r in records[i:]:
                         r.error = f"not sent: {reason}"
                         if sink is not None:
+                            sunk.add(r.index)
                             sink(r)
                     break
                 delay = t0 + offset - time.perf_counter()
@@ -167,6 +170,9 @@ async def _drive(base_url, model, requests, load, records, offsets, limits, time
             for r in records:
                 if (r.end_s is None and r.error is None) or r.error == "cancelled":
                     r.error = "cancelled: the run was interrupted"
+                if sink is not None and r.index not in sunk:   # nothing is silently dropped
+                    sunk.add(r.index)
+                    sink(r)
             raise
         finally:
             ends = [r.end_s for r in records if r.end_s is not None]

@@ -379,3 +379,20 @@ def test_timeout_bounds_the_whole_request_not_each_read(monkeypatch: pytest.Monk
     assert r.error == "timeout: no complete response within 0.3 s"
     assert 0 < len(r.chunk_s) < 20
     assert not r.success
+
+
+def test_interrupted_run_hands_every_record_to_the_sink(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeSSE(Script(events=completion_stream(["a", "b", "c"], delay_s=0.1)))
+    sunk: list[RequestRecord] = []
+
+    async def go() -> None:
+        async with _mock(fake, monkeypatch) as (url, _):
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(
+                    run_load(url, "m", _requests(5), LoadSpec(max_concurrency=2), sink=sunk.append),
+                    timeout=0.25,
+                )
+
+    asyncio.run(go())
+    assert sorted(r.index for r in sunk) == [0, 1, 2, 3, 4]   # in flight and never sent, too
+    assert all(r.error == "cancelled: the run was interrupted" for r in sunk)
