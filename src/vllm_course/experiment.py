@@ -179,16 +179,6 @@ def check_max_model_len(
         )
 
 
-async def _settle(base_url: str, delay_s: float = 0.3) -> None:
-    """Give the server's metrics a moment to count the last step before the final scrape."""
-    await asyncio.sleep(delay_s)
-    async with httpx.AsyncClient(base_url=base_url, timeout=5.0) as client:
-        try:
-            await client.get("/health")
-        except httpx.HTTPError:
-            pass
-
-
 async def run_experiment(
     config: RunConfig,
     results_root: str | Path = "results",
@@ -287,7 +277,8 @@ async def _measure(
                 offsets_s=offsets,
             )
             if server.alive():
-                await _settle(server.base_url)
+                # give the server's counters a moment to count the last step before the final scrape
+                await asyncio.sleep(0.3)
     finally:
         sink_file.close()
         if server.log_path != run_dir / "server.log" and server.log_path.exists():

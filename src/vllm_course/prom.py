@@ -114,7 +114,6 @@ def vllm_lines(text: str, families: frozenset[str] = FAMILIES) -> str:
     return "\n".join(keep) + "\n"
 
 
-GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
 
 
 class ServerMetrics(BaseModel):

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -48,7 +47,7 @@ from typing import Literal
 import numpy as np
 
 from vllm_course.config import Endpoint, TraceWorkload
-from vllm_course.workload import PromptTokenizer, Request, WorkloadError
+from vllm_course.workload import PromptTokenizer, Request, WorkloadError, json_object
 
 TraceFormat = Literal["azure", "mooncake"]
 
@@ -190,12 +189,7 @@ def _read_azure(path: Path, drop_empty: bool) -> list[TraceRow]:  # noqa: C901 -
 
 
 def _mooncake_row(line: str, number: int, where: str) -> TraceRow:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise WorkloadError(f"{where}: not valid JSON ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise WorkloadError(f"{where}: expected a JSON object")
+    data = json_object(line, where)
     missing = [k for k in MOONCAKE_FIELDS if k not in data]
     if missing:
         raise WorkloadError(f"{where}: missing field(s) {missing}")

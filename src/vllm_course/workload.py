@@ -257,13 +257,23 @@ def _parse_messages(value: object, where: str) -> tuple[Message, ...]:
     return tuple(out)
 
 
-def _parse_line(line: str, where: str) -> Request:  # noqa: C901 - one check per field
+def json_object(line: str, where: str) -> dict:
+    """Parse one JSONL line that must hold a JSON object.
+
+    Raises:
+        WorkloadError: naming ``where`` (``path:line``) if it is not valid JSON or not an object.
+    """
     try:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
         raise WorkloadError(f"{where}: not valid JSON ({exc.msg})") from None
     if not isinstance(data, dict):
         raise WorkloadError(f"{where}: expected a JSON object")
+    return data
+
+
+def _parse_line(line: str, where: str) -> Request:  # noqa: C901 - one check per field
+    data = json_object(line, where)
     unknown = set(data) - _FIELDS
     if unknown:
         raise WorkloadError(f"{where}: unknown field(s) {sorted(unknown)}")
