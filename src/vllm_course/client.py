@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 
 import httpx
 
 from vllm_course.config import Endpoint
 from vllm_course.records import RequestRecord
 from vllm_course.workload import Request
+
+ChunkHook = Callable[[RequestRecord], None]
 
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
@@ -145,6 +148,7 @@ async def send(
     model: str,
     endpoint: Endpoint,
     t0: float,
+    on_chunk: ChunkHook | None = None,
 ) -> RequestRecord:
     """Send one streamed request and fill ``record`` in place (also returned).
 
@@ -158,6 +162,9 @@ async def send(
         model: the served model name.
         endpoint: ``completions`` or ``chat``.
         t0: the run's start on the ``time.perf_counter()`` clock; record times are relative to it.
+        on_chunk: called with ``record`` after each chunk that carried generated tokens (e.g. a
+            live display). It runs on the event loop that times every request: slow work here
+            makes the client, not the server, the bottleneck (``diagnose`` reports that).
     """
     record.prompt_len = request.prompt_len
     record.max_tokens = request.output_len
@@ -172,7 +179,10 @@ async def send(
                 return record
             async for line in sse_lines(resp):
                 if line.startswith("data:"):
+                    chunks = len(record.chunk_s)
                     stream.event(line[5:].strip())
+                    if on_chunk is not None and len(record.chunk_s) > chunks:
+                        on_chunk(record)
                     if stream.done:
                         break
         stream.finish()

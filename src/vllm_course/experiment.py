@@ -25,11 +25,14 @@ from vllm_course.config import (
     TraceWorkload,
     WorkloadSpec,
 )
+from vllm_course.client import ChunkHook
 from vllm_course.loadgen import ProgressFn, run_load, warm_up
 from vllm_course.pool import ServerPool, default_pool
 from vllm_course.prom import Sampler, ServerMetrics
 from vllm_course.records import RequestRecord
-from vllm_course.results import Checks, RunResult
+from vllm_course.results import TTFT_GAP_MS, Checks, RunResult
+from vllm_course.selfcheck import ClientChecks, LoopLagMonitor, client_checks
+from vllm_course.telemetry import Telemetry
 from vllm_course.server import ServerError, VLLMServer
 from vllm_course.workload import WorkloadError
 
@@ -46,8 +49,18 @@ def new_run_dir(root: str | Path, name: str) -> Path:
     return path
 
 
-def cross_checks(records: list[RequestRecord], server: ServerMetrics | None) -> Checks:
-    """Compare the client's token counts with the server's counters and the requested lengths."""
+def cross_checks(
+    records: list[RequestRecord],
+    server: ServerMetrics | None,
+    client: ClientChecks | None = None,
+) -> Checks:
+    """Compare what the client saw with what the server counted.
+
+    Client vs server output tokens (Δ``vllm:generation_tokens_total``), requested vs served
+    prompt lengths, client vs server mean TTFT (a gap above :data:`TTFT_GAP_MS` and 25 % of the
+    server's mean gets a warning: queueing in the client or on the network), and ``client``'s
+    self-check verdict (a warning when the client limited the run).
+    """
     measured = [r for r in records if not r.warmup]
     client_tokens = sum(r.output_tokens if r.success else sum(r.chunk_tokens) for r in measured)
     mismatches = sum(
@@ -65,6 +78,21 @@ def cross_checks(records: list[RequestRecord], server: ServerMetrics | None) -> 
             f"client received {client_tokens} output tokens, the server counted "
             f"{server_tokens:.0f} (Δvllm:generation_tokens_total)"
         )
+    ttfts = [t for r in measured if r.success and (t := metrics.ttft_s(r)) is not None]
+    client_ttft = 1000.0 * sum(ttfts) / len(ttfts) if ttfts else None
+    server_hist = server.latency_ms.get("ttft") if server else None
+    server_ttft = server_hist.mean if server_hist is not None else None
+    gap = None if client_ttft is None or server_ttft is None else client_ttft - server_ttft
+    if gap is not None and gap > TTFT_GAP_MS and gap > 0.25 * server_ttft:
+        warnings.append(
+            f"client mean TTFT {client_ttft:.0f} ms is {gap:.0f} ms above the server's "
+            f"{server_ttft:.0f} ms (vllm:time_to_first_token_seconds): requests waited in the "
+            "client or on the network before the server saw them"
+        )
+    if client is not None and client.saturated:
+        warnings.append(
+            "the client, not the server, limited this run: " + "; ".join(client.reasons)
+        )
     if mismatches:
         warnings.append(
             f"{mismatches} request(s) had usage.prompt_tokens different from the "
@@ -74,6 +102,9 @@ def cross_checks(records: list[RequestRecord], server: ServerMetrics | None) -> 
         client_output_tokens=client_tokens,
         server_generation_tokens=server_tokens,
         prompt_len_mismatches=mismatches,
+        client_ttft_mean_ms=client_ttft,
+        server_ttft_mean_ms=server_ttft,
+        ttft_gap_ms=gap,
         warnings=warnings,
     )
 
@@ -186,6 +217,7 @@ async def run_experiment(
     pool: ServerPool | None = None,
     progress: ProgressFn | None = None,
     sample_interval_s: float = 1.0,
+    on_chunk: ChunkHook | None = None,
 ) -> RunResult:
     """Run ``config`` against a real vLLM server and save ``results_root/<name>-<time>/``.
 
@@ -197,6 +229,11 @@ async def run_experiment(
     request's ``timestamp_s``, e.g. a ``TraceWorkload`` replayed at its ``time_scale``. Before
     anything is sent, every request is checked against the server's ``max_model_len`` (from
     ``--max-model-len`` before the server starts, else from its startup log).
+
+    While the run goes on, ``/metrics`` and hardware telemetry are sampled every
+    ``sample_interval_s`` seconds (``timeseries.json``) and the client checks itself (event-loop
+    lag, send lag, CPU; :mod:`vllm_course.selfcheck`). ``on_chunk`` is called with a request's
+    record after each token-carrying chunk (it runs on the timing event loop: keep it cheap).
 
     Raises:
         ServerError: the server failed to start or died during the run (results saved first).
@@ -234,7 +271,8 @@ async def run_experiment(
             check_max_model_len(requests, served_len, endpoint=endpoint, tokenizer=model,
                                 source=source)
         return await _measure(
-            config, server, requests, warmups, run_dir, progress, sample_interval_s, offsets
+            config, server, requests, warmups, run_dir, progress, sample_interval_s, offsets,
+            on_chunk,
         )
     finally:
         pool.release(server)
@@ -249,6 +287,7 @@ async def _measure(
     progress,
     sample_interval_s: float,
     offsets: list[float] | None = None,
+    on_chunk: ChunkHook | None = None,
 ) -> RunResult:
     sink_path = run_dir / "requests.jsonl"
     sink_file = sink_path.open("w")
@@ -261,30 +300,37 @@ async def _measure(
         return None if server.alive() else "the vLLM server died"
 
     load = config.load
+    telemetry = Telemetry(server.proc.pid)
     try:
         if warmups:
             async with httpx.AsyncClient(base_url=server.base_url, timeout=load.timeout_s) as c:
                 await warm_up(c, warmups, load, config.server.model)
-        async with Sampler(server.base_url, sample_interval_s) as sampler:
-            result = await run_load(
-                server.base_url,
-                config.server.model,
-                requests,
-                load,
-                progress=progress,
-                sink=sink,
-                should_stop=should_stop,
-                offsets_s=offsets,
-            )
+        async with Sampler(server.base_url, sample_interval_s, telemetry) as sampler:
+            async with LoopLagMonitor() as lag:
+                result = await run_load(
+                    server.base_url,
+                    config.server.model,
+                    requests,
+                    load,
+                    progress=progress,
+                    sink=sink,
+                    should_stop=should_stop,
+                    offsets_s=offsets,
+                    on_chunk=on_chunk,
+                )
             if server.alive():
                 # give the server's counters a moment to count the last step before the final scrape
                 await asyncio.sleep(0.3)
     finally:
         sink_file.close()
+        telemetry.close()
         if server.log_path != run_dir / "server.log" and server.log_path.exists():
             shutil.copyfile(server.log_path, run_dir / "server.log")
     server_metrics = sampler.summary()
+    series = sampler.series(result.started_at)
+    (run_dir / "timeseries.json").write_text(series.model_dump_json() + "\n")
     records = result.records
+    client = client_checks(records, lag.lags_ms, lag.cpu_cores)
     summary = None
     if records and result.duration_s > 0:   # also when every request failed: say so
         summary = metrics.summarize(records, config.slo, result.duration_s)
@@ -297,7 +343,8 @@ async def _measure(
         summary=summary,
         server_metrics=server_metrics,
         startup=vars(server.facts).copy(),
-        checks=cross_checks(records, server_metrics),
+        checks=cross_checks(records, server_metrics, client),
+        client=client,
         env=env.facts(),
         vllm_bench_keys=summary.to_vllm_keys() if summary else {},
         stopped_early=result.stopped_early,

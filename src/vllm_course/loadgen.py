@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from vllm_course.arrivals import schedule
-from vllm_course.client import send
+from vllm_course.client import ChunkHook, send
 from vllm_course.config import LoadSpec
 from vllm_course.records import RequestRecord
 from vllm_course.workload import Request
@@ -70,6 +70,7 @@ async def run_load(
     sink: RecordSink | None = None,
     should_stop: Callable[[], str | None] | None = None,
     offsets_s: Sequence[float] | None = None,
+    on_chunk: ChunkHook | None = None,
 ) -> LoadResult:
     """Drive ``requests`` through a server following ``load``.
 
@@ -87,6 +88,8 @@ async def run_load(
         offsets_s: explicit send times in seconds from the run start, one per request
             (non-decreasing), replacing ``load``'s arrival process (rate, burstiness, seed), e.g.
             to replay a trace or another tool's exact schedule.
+        on_chunk: called with a measured request's record after each token-carrying chunk, on
+            the event loop that times the requests (keep it cheap; see :func:`client.send`).
 
     Returns:
         A :class:`LoadResult`; failed requests stay in it with ``error`` set.
@@ -108,13 +111,13 @@ async def run_load(
     gc.freeze()
     try:
         return await _drive(base_url, model, requests, load, records, offsets, limits, timeout,
-                            warmups, progress, sink, should_stop)
+                            warmups, progress, sink, should_stop, on_chunk)
     finally:
         gc.unfreeze()
 
 
 async def _drive(base_url, model, requests, load, records, offsets, limits, timeout, warmups,
-                 progress, sink, should_stop) -> LoadResult:  # noqa: PLR0913
+                 progress, sink, should_stop, on_chunk=None) -> LoadResult:  # noqa: PLR0913
     """The body of :func:`run_load` (see there)."""
     cap = load.max_concurrency
     semaphore = asyncio.Semaphore(cap) if cap else None
@@ -122,7 +125,8 @@ async def _drive(base_url, model, requests, load, records, offsets, limits, time
     sunk: set[int] = set()   # indices already handed to the sink
 
     async def timed_send(i: int, t0: float) -> None:
-        coro = send(client, requests[i], records[i], model=model, endpoint=load.endpoint, t0=t0)
+        coro = send(client, requests[i], records[i], model=model, endpoint=load.endpoint, t0=t0,
+                    on_chunk=on_chunk)
         try:
             await asyncio.wait_for(coro, load.timeout_s)
         except asyncio.TimeoutError:
@@ -130,6 +134,7 @@ async def _drive(base_url, model, requests, load, records, offsets, limits, time
 
     async def one(i: int, t0: float) -> None:
         nonlocal done
+        records[i].dispatched_s = time.perf_counter() - t0
         if semaphore is None:
             await timed_send(i, t0)
         else:

@@ -20,8 +20,12 @@ class RequestRecord:
         prompt_len: the prompt length the workload asked for, in tokens (``None`` if unknown).
         max_tokens: requested output tokens.
         scheduled_s: when the arrival process said to send it (s since run start).
+        dispatched_s: when the load generator released it (s), before it waited for a
+            concurrency slot; ``dispatched_s - scheduled_s`` is the client's send lag (how late
+            its event loop was), ``sent_s - dispatched_s`` the wait for a slot under
+            ``max_concurrency``. ``None`` in records from before this field existed.
         sent_s: when the HTTP request was actually sent (s); ``sent_s - scheduled_s`` is client
-            queue time (waiting for a concurrency slot) plus dispatch lag.
+            queue time (waiting for a concurrency slot) plus send lag.
         role_chunk_s: arrival time of an empty role-only chunk (chat endpoint), if one came.
         chunk_s: arrival time of each chunk that carried generated tokens, in order (s).
         chunk_tokens: generated tokens in each of those chunks (same length as ``chunk_s``).
@@ -41,6 +45,7 @@ class RequestRecord:
     prompt_len: int | None = None
     max_tokens: int = 0
     scheduled_s: float = 0.0
+    dispatched_s: float | None = None
     sent_s: float | None = None
     role_chunk_s: float | None = None
     chunk_s: list[float] = field(default_factory=list)

@@ -20,10 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vllm_course.config import RunConfig
 from vllm_course.metrics import RunSummary
-from vllm_course.prom import ServerMetrics
+from vllm_course.prom import ServerMetrics, TimeSeries
 from vllm_course.records import RequestRecord
+from vllm_course.selfcheck import ClientChecks
 
 SCHEMA_VERSION = 1
+
+TTFT_GAP_MS = 50.0
+"""Client mean TTFT this much (ms) above the server's, and by over 25 %, gets a warning."""
 
 
 class Checks(BaseModel):
@@ -34,6 +38,11 @@ class Checks(BaseModel):
         server_generation_tokens: Δ ``vllm:generation_tokens_total`` over the run window.
         prompt_len_mismatches: requests whose ``usage.prompt_tokens`` differs from the length
             the workload asked for.
+        client_ttft_mean_ms: mean TTFT of the completed measured requests, as the client saw it.
+        server_ttft_mean_ms: mean of the server's ``vllm:time_to_first_token_seconds`` over the
+            run window (from the API server's arrival time: no network, no client queue).
+        ttft_gap_ms: client minus server mean TTFT; above :data:`TTFT_GAP_MS` (and a quarter of
+            the server's mean) it points to queueing in the client or on the network path.
         warnings: sentences for a person; empty when everything agrees.
     """
 
@@ -41,6 +50,9 @@ class Checks(BaseModel):
     client_output_tokens: int
     server_generation_tokens: float | None = None
     prompt_len_mismatches: int = 0
+    client_ttft_mean_ms: float | None = None
+    server_ttft_mean_ms: float | None = None
+    ttft_gap_ms: float | None = None
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -56,6 +68,7 @@ class RunResult(BaseModel):
     server_metrics: ServerMetrics | None = None
     startup: dict[str, Any] = Field(default_factory=dict)
     checks: Checks | None = None
+    client: ClientChecks | None = None
     env: dict[str, Any] = Field(default_factory=dict)
     vllm_bench_keys: dict[str, float | int] = Field(default_factory=dict)
     stopped_early: str | None = None
@@ -83,6 +96,16 @@ class RunResult(BaseModel):
         if self.path is None:
             raise ValueError("this result was not loaded from or saved to a folder")
         return read_records(Path(self.path) / "requests.jsonl")
+
+    def timeseries(self) -> TimeSeries:
+        """The server time series saved beside this result (``timeseries.json``); empty if the
+        run has none (e.g. it was saved before time series existed)."""
+        if self.path is None:
+            raise ValueError("this result was not loaded from or saved to a folder")
+        path = Path(self.path) / "timeseries.json"
+        if not path.exists():
+            return TimeSeries()
+        return TimeSeries.model_validate_json(path.read_text())
 
     def rows(self) -> list[tuple[str, str]]:
         """(label, value) pairs for the one-screen report."""

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import shutil
 import socket
 import subprocess
 import sys
@@ -142,6 +143,12 @@ class StartupFacts:
             attention backend may override ``--block-size``; vLLM's CPU backend uses 128).
         max_model_len: longest request (prompt + output tokens) the server accepts: "Using max
             model len N", or the engine config's ``max_seq_len=N`` (vLLM 0.26 and 0.32 log both).
+        max_num_batched_tokens: the scheduler's token budget per step: "Chunked prefill is
+            enabled with max_num_batched_tokens=N", else the flag from "non-default args".
+        max_num_seqs: most requests in the running batch: the flag from "non-default args",
+            else vLLM's default for this machine (:func:`default_max_num_seqs`; vLLM does not log
+            it).
+        max_num_seqs_source: ``"flag"`` or ``"vLLM default"``.
     """
 
     vllm_version: str | None = None
@@ -153,6 +160,9 @@ class StartupFacts:
     ready_s: float | None = None
     max_model_len: int | None = None
     block_size: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    max_num_seqs_source: str | None = None
 
 
 def parse_startup_log(text: str) -> StartupFacts:
@@ -177,7 +187,58 @@ def parse_startup_log(text: str) -> StartupFacts:
         r"LLM engine \(v[^)]*\) with config: .*?\bmax_seq_len=(\d+)", text
     ):
         facts.max_model_len = int(m.group(1))
+    if m := re.search(r"max_num_batched_tokens=(\d+)", text) or re.search(
+        r"non-default args: \{.*?'max_num_batched_tokens': (\d+)", text
+    ):
+        facts.max_num_batched_tokens = int(m.group(1))
+    if m := re.search(r"non-default args: \{.*?'max_num_seqs': (\d+)", text):
+        facts.max_num_seqs = int(m.group(1))
+        facts.max_num_seqs_source = "flag"
     return facts
+
+
+def default_max_num_seqs(
+    device: str, gpu_memory_bytes: int | None = None, gpu_name: str = "",
+    performance_mode: str | None = None, max_num_batched_tokens: int | None = None,
+) -> int:
+    """vLLM's default ``max_num_seqs`` for ``vllm serve`` (``EngineArgs.get_batch_defaults``).
+
+    CPU: 128 per tensor-parallel rank (world size 1 assumed here); a GPU with at least 70 GiB
+    that is not an A100: 1024; other GPUs: 256; ``--performance-mode throughput`` doubles it;
+    vLLM then caps it at ``max_num_batched_tokens`` (vllm_facts.md #3; read in 0.26 and 0.32).
+
+    Args:
+        device: ``"cpu"`` or ``"gpu"``.
+        gpu_memory_bytes: total memory of the GPU (bytes); ``None`` counts as small.
+        gpu_name: e.g. ``"NVIDIA H200"``.
+        performance_mode: the ``--performance-mode`` flag, if given.
+        max_num_batched_tokens: the step budget, if known.
+    """
+    if device == "cpu":
+        seqs = 128
+    elif (gpu_memory_bytes or 0) >= 70 * 2**30 and "a100" not in gpu_name.lower():
+        seqs = 1024
+    else:
+        seqs = 256
+    if performance_mode == "throughput":
+        seqs *= 2
+    return min(seqs, max_num_batched_tokens) if max_num_batched_tokens else seqs
+
+
+def _gpu_memory() -> tuple[int | None, str]:
+    """(total bytes, name) of GPU 0 from ``nvidia-smi``, or (None, "") without one."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None, ""
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=memory.total,name", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout.splitlines()
+        mib, name = out[0].split(",", 1)
+        return int(float(mib)) * 2**20, name.strip()
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None, ""
 
 
 _CAUSES = [
@@ -384,6 +445,14 @@ class VLLMServer:
         self.facts = parse_startup_log(self.log_path.read_text(errors="replace"))
         self.facts.ready_s = round(time.monotonic() - t_start, 2)
         self.facts.block_size = self._block_size()
+        if self.facts.max_num_seqs is None:
+            cpu = env.vllm_build() == "cpu"
+            mem, name = (None, "") if cpu else _gpu_memory()
+            mode = {**self.profile_args, **self.config.args}.get("performance-mode")
+            self.facts.max_num_seqs = default_max_num_seqs(
+                "cpu" if cpu else "gpu", mem, name, mode, self.facts.max_num_batched_tokens
+            )
+            self.facts.max_num_seqs_source = "vLLM default"
         return self
 
     def _block_size(self) -> int | None:

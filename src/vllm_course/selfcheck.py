@@ -1,0 +1,142 @@
+"""Client self-checks: is the load generator itself keeping up?
+
+A Python client on a busy machine can become the bottleneck: its event loop wakes up late, so
+requests leave after their scheduled time and chunks are read late (TTFT and ITL then include
+the client's delay). Three measurements say whether that happened:
+
+* **event-loop lag**: a task asks to sleep :data:`LAG_PROBE_S` and records how late it wakes up
+  (ms);
+* **send lag**: ``dispatched_s - scheduled_s`` of each request, how late the load generator
+  released it compared with the arrival schedule (ms); waiting for a ``max_concurrency`` slot is
+  not lag and is reported apart as ``slot_wait_ms``;
+* **client CPU**: CPU time of this process per second of the run (1.0 = one core busy).
+
+The client is flagged as limiting the run (:attr:`ClientChecks.saturated`) when any of the
+thresholds below is crossed. They were set from runs on a 2-core machine: a healthy client at
+8-16 req/s stays under 5 ms of P99 loop lag and 2 ms of P90 send lag; a client doing 5 ms of work
+per chunk goes far past both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from vllm_course.metrics import Dist
+from vllm_course.records import RequestRecord
+
+LAG_PROBE_S = 0.01
+"""The loop-lag probe's sleep (s)."""
+LOOP_LAG_P99_MS = 50.0
+"""P99 event-loop lag above this (ms) means the loop could not serve chunks on time."""
+SEND_LAG_P90_MS = 20.0
+"""P90 send lag above this (ms) means requests left measurably later than scheduled."""
+CLIENT_CPU_CORES = 0.9
+"""Client CPU above this (cores) means the single-threaded client is near its limit."""
+
+
+class LoopLagMonitor:
+    """Measures the event loop's lag and this process's CPU use while a run goes on.
+
+    Use as ``async with LoopLagMonitor() as lag: ...``; afterwards ``lag.lags_ms`` holds one
+    sample per probe (ms late) and ``lag.cpu_cores`` the process's CPU use (cores).
+    """
+
+    def __init__(self, probe_s: float = LAG_PROBE_S):
+        self.probe_s = probe_s
+        self.lags_ms: list[float] = []
+        self.cpu_cores: float | None = None
+        self._task: asyncio.Task | None = None
+        self._start: tuple[float, float] = (0.0, 0.0)
+
+    async def _probe(self) -> None:
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(self.probe_s)
+            self.lags_ms.append(max(0.0, (time.perf_counter() - t - self.probe_s) * 1000.0))
+
+    async def __aenter__(self) -> LoopLagMonitor:
+        self._start = (time.perf_counter(), time.process_time())
+        self._task = asyncio.create_task(self._probe())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        wall = time.perf_counter() - self._start[0]
+        if wall > 0:
+            self.cpu_cores = (time.process_time() - self._start[1]) / wall
+
+
+class ClientChecks(BaseModel):
+    """The client's view of itself during a run (times in ms, CPU in cores).
+
+    Attributes:
+        loop_lag_ms: event-loop lag probes.
+        send_lag_ms: ``dispatched_s - scheduled_s`` per measured request.
+        slot_wait_ms: ``sent_s - dispatched_s`` per measured request: time spent waiting for a
+            ``max_concurrency`` slot (0 without a cap).
+        cpu_cores: this process's CPU use during the run.
+        saturated: True if a threshold was crossed: the client, not the server, limited the run.
+        reasons: the crossed thresholds, with numbers, for a person.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    loop_lag_ms: Dist
+    send_lag_ms: Dist
+    slot_wait_ms: Dist
+    cpu_cores: float | None = None
+    saturated: bool = False
+    reasons: list[str] = Field(default_factory=list)
+
+
+def client_checks(
+    records: Sequence[RequestRecord],
+    lags_ms: Sequence[float],
+    cpu_cores: float | None,
+) -> ClientChecks:
+    """Summarise a run's self-checks and decide whether the client limited it.
+
+    Args:
+        records: the run's records (warmups are ignored; records without ``dispatched_s`` are
+            left out of the send-lag and slot-wait samples).
+        lags_ms: event-loop lag samples (ms), e.g. ``LoopLagMonitor.lags_ms``.
+        cpu_cores: the client's CPU use (cores), or ``None`` if not measured.
+    """
+    measured = [r for r in records if not r.warmup and r.dispatched_s is not None]
+    send_lag = Dist.of([max(0.0, r.dispatched_s - r.scheduled_s) * 1000.0 for r in measured])
+    slot = Dist.of([
+        max(0.0, r.sent_s - r.dispatched_s) * 1000.0 for r in measured if r.sent_s is not None
+    ])
+    lag = Dist.of(list(lags_ms))
+    reasons = []
+    if lag.p99 is not None and lag.p99 > LOOP_LAG_P99_MS:
+        reasons.append(
+            f"event-loop lag P99 {lag.p99:.0f} ms > {LOOP_LAG_P99_MS:.0f} ms "
+            f"(max {lag.max:.0f} ms over {lag.n} probes)"
+        )
+    if send_lag.p90 is not None and send_lag.p90 > SEND_LAG_P90_MS:
+        late = int(np.sum(np.asarray([
+            (r.dispatched_s - r.scheduled_s) * 1000.0 for r in measured
+        ]) > SEND_LAG_P90_MS))
+        reasons.append(
+            f"requests left late: send lag P90 {send_lag.p90:.0f} ms > {SEND_LAG_P90_MS:.0f} ms "
+            f"({late} of {send_lag.n} requests)"
+        )
+    if cpu_cores is not None and cpu_cores > CLIENT_CPU_CORES:
+        reasons.append(
+            f"client CPU {cpu_cores:.2f} cores > {CLIENT_CPU_CORES} (one Python thread is the limit)"
+        )
+    return ClientChecks(
+        loop_lag_ms=lag,
+        send_lag_ms=send_lag,
+        slot_wait_ms=slot,
+        cpu_cores=cpu_cores,
+        saturated=bool(reasons),
+        reasons=reasons,
+    )

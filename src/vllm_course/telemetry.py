@@ -1,0 +1,149 @@
+"""Hardware telemetry sampled beside ``/metrics``: NVIDIA GPUs through NVML, else the server's CPU.
+
+GPU readings use ``nvidia-ml-py`` (imported as ``pynvml``) when it is installed and NVML finds a
+GPU; nothing here needs a GPU. On a CPU-only machine the sample is the vLLM server's CPU use: the
+API server and its engine process, children included.
+
+Keys of a sample (absent when unknown):
+
+* ``server_cpu_cores``: CPU time the server's processes used per second of wall time since the
+  previous sample (1.0 = one core busy);
+* ``gpu_util_pct``: NVML utilization rate, the % of time a kernel ran on the GPU (not the share of
+  SMs busy), mean over the GPUs;
+* ``gpu_mem_used_bytes``: device memory used, summed over the GPUs (bytes);
+* ``gpu_power_w``: power draw summed over the GPUs (W);
+* ``gpu_sm_clock_mhz``: SM clock, mean over the GPUs (MHz).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psutil
+
+
+class ProcessCPU:
+    """CPU use of a process tree (a vLLM server: API server + engine core + workers)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self._last: tuple[float, float] | None = None
+
+    def _cpu_seconds(self) -> float | None:
+        try:
+            root = psutil.Process(self.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return None
+        total = 0.0
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                continue
+        return total
+
+    def sample(self) -> dict[str, float]:
+        """``{"server_cpu_cores": x}`` since the previous call; ``{}`` on the first call or if
+        the process is gone."""
+        now, cpu = time.monotonic(), self._cpu_seconds()
+        if cpu is None:
+            return {}
+        last, self._last = self._last, (now, cpu)
+        if last is None or now <= last[0]:
+            return {}
+        # a child that exited since the last sample takes its CPU time along: never negative
+        return {"server_cpu_cores": max(0.0, (cpu - last[1]) / (now - last[0]))}
+
+
+class NVML:
+    """Reads NVIDIA GPUs through NVML; ``NVML.open()`` returns ``None`` where there is none."""
+
+    def __init__(self, nvml: Any, handles: list[Any]):
+        self._nvml = nvml
+        self._handles = handles
+
+    @classmethod
+    def open(cls, indices: list[int] | None = None) -> NVML | None:
+        """Initialise NVML and take the GPUs ``indices`` (all by default).
+
+        Returns ``None`` when ``nvidia-ml-py`` is not installed, NVML cannot start (no driver)
+        or there is no GPU; never raises for those.
+        """
+        try:
+            import pynvml
+        except ImportError:
+            return None
+        try:
+            pynvml.nvmlInit()
+            count = pynvml.nvmlDeviceGetCount()
+            wanted = range(count) if indices is None else [i for i in indices if i < count]
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in wanted]
+        except pynvml.NVMLError:
+            return None
+        return cls(pynvml, handles) if handles else None
+
+    def sample(self) -> dict[str, float]:
+        """One reading (keys as in the module docstring); a value NVML cannot read is left out."""
+        nv = self._nvml
+        util, mem, power, clock = [], [], [], []
+        for h in self._handles:
+            for out, read in (
+                (util, lambda h=h: nv.nvmlDeviceGetUtilizationRates(h).gpu),
+                (mem, lambda h=h: nv.nvmlDeviceGetMemoryInfo(h).used),
+                (power, lambda h=h: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),   # mW -> W
+                (clock, lambda h=h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+            ):
+                try:
+                    out.append(float(read()))
+                except nv.NVMLError:
+                    continue
+        sample: dict[str, float] = {}
+        if util:
+            sample["gpu_util_pct"] = sum(util) / len(util)
+        if mem:
+            sample["gpu_mem_used_bytes"] = sum(mem)
+        if power:
+            sample["gpu_power_w"] = sum(power)
+        if clock:
+            sample["gpu_sm_clock_mhz"] = sum(clock) / len(clock)
+        return sample
+
+    def close(self) -> None:
+        """Shut NVML down (safe to call twice)."""
+        try:
+            self._nvml.nvmlShutdown()
+        except self._nvml.NVMLError:
+            pass
+
+
+class Telemetry:
+    """Callable sampler for :class:`vllm_course.prom.Sampler`: GPU readings when NVML sees a
+    GPU, and the server process tree's CPU use always (when ``server_pid`` is given)."""
+
+    def __init__(self, server_pid: int | None = None, gpu: bool = True):
+        self.cpu = ProcessCPU(server_pid) if server_pid is not None else None
+        self.gpu = NVML.open() if gpu else None
+        if self.cpu is not None:
+            self.cpu.sample()   # prime: the first reading of a rate has nothing to compare with
+
+    @property
+    def has_gpu(self) -> bool:
+        """True if GPU readings are taken."""
+        return self.gpu is not None
+
+    def __call__(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if self.cpu is not None:
+            out.update(self.cpu.sample())
+        if self.gpu is not None:
+            out.update(self.gpu.sample())
+        return out
+
+    def close(self) -> None:
+        """Release NVML."""
+        if self.gpu is not None:
+            self.gpu.close()
+            self.gpu = None
