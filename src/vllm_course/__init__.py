@@ -12,20 +12,26 @@ from vllm_course.config import (
     SyntheticWorkload,
     TraceWorkload,
 )
+from vllm_course.diagnose import Diagnosis, Finding, diagnose
 from vllm_course.experiment import run_experiment
 from vllm_course.loadgen import run_load
 from vllm_course.metrics import Dist, RunSummary, summarize
 from vllm_course.pool import ServerPool
+from vllm_course.prom import ServerMetrics, TimeSeries
 from vllm_course.records import RequestRecord
 from vllm_course.results import RunResult
+from vllm_course.selfcheck import ClientChecks
 from vllm_course.server import ServerError, UnknownFlagError, VLLMServer
 from vllm_course.workload import PromptTokenizer, Request, WorkloadError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClientChecks",
+    "Diagnosis",
     "Dist",
     "FileWorkload",
+    "Finding",
     "LoadSpec",
     "PromptTokenizer",
     "Request",
@@ -36,12 +42,15 @@ __all__ = [
     "SLO",
     "ServerConfig",
     "ServerError",
+    "ServerMetrics",
     "ServerPool",
     "SyntheticWorkload",
+    "TimeSeries",
     "TraceWorkload",
     "UnknownFlagError",
     "VLLMServer",
     "WorkloadError",
+    "diagnose",
     "run_experiment",
     "run_load",
     "summarize",

@@ -128,6 +128,10 @@ def _execute(config, results_root: str) -> None:
                       f"{results_root}/<run>/requests.jsonl")
         raise SystemExit(130) from None
     click.echo(result.report())
+    if result.summary is not None and result.summary.completed:
+        from vllm_course.diagnose import diagnose
+
+        click.echo("\n" + diagnose(result).report())
     if result.path:
         files = sorted(p.name for p in Path(result.path).iterdir())
         click.echo(f"\nwrote {result.path}/: {', '.join(files)}")
@@ -194,6 +198,22 @@ def demo(results_root: str, num_requests: int | None) -> None:
         f"at {d.rate_rps:g} req/s, model {profile.model}"
     )
     _execute(config, results_root)
+
+
+@main.command("diagnose")
+@click.argument("result_dir", type=click.Path(exists=True, file_okay=False))
+def diagnose_cmd(result_dir: str) -> None:
+    """Name the layer that limited a saved run, with evidence numbers and knobs to try."""
+    from vllm_course.diagnose import diagnose
+
+    if not (Path(result_dir) / "summary.json").exists():
+        raise click.ClickException(
+            f"{result_dir} has no summary.json: pass a run folder, e.g. results/demo-20261129-101500"
+        )
+    try:
+        click.echo(diagnose(result_dir).report())
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @main.group()

@@ -86,8 +86,9 @@ def cross_checks(
     if gap is not None and gap > TTFT_GAP_MS and gap > 0.25 * server_ttft:
         warnings.append(
             f"client mean TTFT {client_ttft:.0f} ms is {gap:.0f} ms above the server's "
-            f"{server_ttft:.0f} ms (vllm:time_to_first_token_seconds): requests waited in the "
-            "client or on the network before the server saw them"
+            f"{server_ttft:.0f} ms (vllm:time_to_first_token_seconds): time the server's clock "
+            "does not see: the HTTP front end and network before vLLM registered the request, "
+            "or a client reading its chunks late"
         )
     if client is not None and client.saturated:
         warnings.append(
@@ -329,6 +330,8 @@ async def _measure(
     server_metrics = sampler.summary()
     series = sampler.series(result.started_at)
     (run_dir / "timeseries.json").write_text(series.model_dump_json() + "\n")
+    if len(series.points) > 1:
+        plots.save_timeseries_png(series, str(run_dir / "timeseries.png"), title=config.name)
     records = result.records
     client = client_checks(records, lag.lags_ms, lag.cpu_cores)
     summary = None

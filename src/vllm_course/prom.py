@@ -303,8 +303,9 @@ def _delta(before: Snapshot, after: Snapshot, name: str) -> float | None:
 
 
 def _hist_delta(before: Snapshot, after: Snapshot, name: str) -> Histogram | None:
-    h = after.histogram(name)
-    return None if h is None else h.minus(before.histogram(name))
+    """``after - before`` of a histogram; None unless both scrapes have it (as counters)."""
+    a, b = after.histogram(name), before.histogram(name)
+    return None if a is None or b is None else a.minus(b)
 
 
 def _mean(values: list[float]) -> float | None:
@@ -335,9 +336,10 @@ def summarize_window(
         for short, name in LATENCY_HISTOGRAMS.items()
         if (h := _hist_delta(before, after, name)) is not None
     }
+    # deprecated names that were read: the old name is there and the current one is not
     deprecated = sorted(
-        {old for s in (before, after) for olds in ALIASES.values() for old in olds
-         if old in s.values or old in s.buckets}
+        {found for s in (before, after) for new in ALIASES
+         if (found := s.resolve(new)) is not None and found != new}
     )
     return ServerMetrics(
         prompt_tokens=_delta(before, after, "vllm:prompt_tokens_total"),

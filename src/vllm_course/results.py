@@ -146,16 +146,26 @@ class RunResult(BaseModel):
                     f"{s.num_requests} requests met the SLO)",
                 )
             )
+        def num(v: float | None, fmt: str = ".0f") -> str:
+            return "n/a" if v is None else format(v, fmt)
+
         m = self.server_metrics
         if m is not None:
-
-            def num(v: float | None, fmt: str = ".0f") -> str:
-                return "n/a" if v is None else format(v, fmt)
 
             out.append(("server", f"peak running {num(m.num_requests_running_peak)}, waiting "
                                   f"{num(m.num_requests_waiting_peak)}, KV cache "
                                   f"{num(m.kv_cache_usage_peak, '.1%')}, preemptions "
-                                  f"{num(m.preemptions)}"))
+                                  f"{num(m.preemptions)}, {num(m.tokens_per_step_mean, '.1f')} "
+                                  "tokens/step"))
+            ttft = m.latency_ms.get("ttft")
+            if ttft is not None and ttft.count:
+                out.append(("server TTFT", f"mean {num(ttft.mean, '.1f')} ms, P99 ~"
+                                           f"{num(ttft.p99, '.0f')} ms (histogram buckets)"))
+        c = self.client
+        if c is not None:
+            out.append(("client", f"loop lag P99 {num(c.loop_lag_ms.p99, '.1f')} ms, send lag "
+                                  f"P90 {num(c.send_lag_ms.p90, '.1f')} ms, CPU "
+                                  f"{num(c.cpu_cores, '.2f')} cores"))
         if self.startup.get("kv_cache_tokens"):
             out.append(
                 (
@@ -177,13 +187,43 @@ class RunResult(BaseModel):
         head = f"Run {self.name}" + (f"  ({self.path})" if self.path else "")
         return "\n".join([head] + [f"  {k.ljust(width)}  {v}" for k, v in rows])
 
+    def compact(self) -> list[tuple[str, str]]:
+        """The few numbers a notebook shows for a run: (label, value) pairs."""
+        s, m = self.summary, self.server_metrics
+        if s is None:
+            return [("status", self.stopped_early or "no summary")]
+
+        def ms(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:,.1f}"
+
+        rows = [
+            ("requests", f"{s.completed}/{s.num_requests} in {s.duration_s:.1f} s"),
+            ("output tok/s", f"{s.output_throughput_tok_s:,.0f}"),
+            ("TTFT P50 / P99 ms", f"{ms(s.ttft_ms.p50)} / {ms(s.ttft_ms.p99)}"),
+            ("TPOT P50 / P99 ms", f"{ms(s.tpot_ms.p50)} / {ms(s.tpot_ms.p99)}"),
+        ]
+        if s.goodput_rps is not None:
+            rows.append(("goodput req/s", f"{s.goodput_rps:.2f} ({s.good_requests} good)"))
+        if m is not None:
+            kv = "n/a" if m.kv_cache_usage_peak is None else f"{m.kv_cache_usage_peak:.0%}"
+            rows.append(("KV peak / preemptions", f"{kv} / {m.preemptions or 0:.0f}"))
+        if self.checks and self.checks.warnings:
+            rows.append(("warnings", str(len(self.checks.warnings))))
+        return rows
+
     def _repr_html_(self) -> str:
-        cells = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
-            for k, v in self.rows()
-        )
-        return f"<b>Run {html.escape(self.name)}</b><table>{cells}</table>"
+        rows = self.compact()
+        if self.path is not None and self.summary is not None:
+            from vllm_course.diagnose import diagnose
+
+            try:
+                rows.append(("diagnosis", diagnose(self).primary.title))
+            except (OSError, ValueError):
+                pass
+        head = "".join(f"<th>{html.escape(k)}</th>" for k, _ in rows)
+        cells = "".join(f"<td>{html.escape(v)}</td>" for _, v in rows)
+        return (f"<b>Run {html.escape(self.name)}</b> <small>{html.escape(self.path or '')}</small>"
+                f"<table><tr>{head}</tr><tr>{cells}</tr></table>")
 
 
 def read_records(path: str | Path) -> list[RequestRecord]:

@@ -225,6 +225,29 @@ def default_max_num_seqs(
     return min(seqs, max_num_batched_tokens) if max_num_batched_tokens else seqs
 
 
+def default_max_num_batched_tokens(
+    device: str, gpu_memory_bytes: int | None = None, gpu_name: str = "",
+    performance_mode: str | None = None,
+) -> int:
+    """vLLM's default ``max_num_batched_tokens`` for ``vllm serve`` (``get_batch_defaults``).
+
+    CPU: 2048 (world size 1); a GPU with at least 160 GiB: 16384; at least 70 GiB and not an
+    A100 (H100, H200): 8192; other GPUs: 2048; ``--performance-mode throughput`` doubles it
+    (vllm_facts.md #4; ``vllm/engine/arg_utils.py`` of 0.32, the same table for H200 in 0.26).
+    vLLM logs the value only sometimes ("Chunked prefill is enabled with ..."), hence this.
+    """
+    mem = gpu_memory_bytes or 0
+    if device == "cpu":
+        budget = 2048
+    elif mem >= 160 * 2**30:
+        budget = 16384
+    elif mem >= 70 * 2**30 and "a100" not in gpu_name.lower():
+        budget = 8192
+    else:
+        budget = 2048
+    return budget * 2 if performance_mode == "throughput" else budget
+
+
 def _gpu_memory() -> tuple[int | None, str]:
     """(total bytes, name) of GPU 0 from ``nvidia-smi``, or (None, "") without one."""
     exe = shutil.which("nvidia-smi")
@@ -445,15 +468,26 @@ class VLLMServer:
         self.facts = parse_startup_log(self.log_path.read_text(errors="replace"))
         self.facts.ready_s = round(time.monotonic() - t_start, 2)
         self.facts.block_size = self._block_size()
-        if self.facts.max_num_seqs is None:
-            cpu = env.vllm_build() == "cpu"
-            mem, name = (None, "") if cpu else _gpu_memory()
-            mode = {**self.profile_args, **self.config.args}.get("performance-mode")
+        self._fill_batch_limits()
+        return self
+
+    def _fill_batch_limits(self) -> None:
+        """Fill ``max_num_batched_tokens``/``max_num_seqs`` from vLLM's defaults where the log
+        did not say."""
+        facts = self.facts
+        if facts.max_num_seqs is not None and facts.max_num_batched_tokens is not None:
+            return
+        cpu = env.vllm_build() == "cpu"
+        mem, name = (None, "") if cpu else _gpu_memory()
+        mode = {**self.profile_args, **self.config.args}.get("performance-mode")
+        device = "cpu" if cpu else "gpu"
+        if facts.max_num_batched_tokens is None:
+            facts.max_num_batched_tokens = default_max_num_batched_tokens(device, mem, name, mode)
+        if facts.max_num_seqs is None:
             self.facts.max_num_seqs = default_max_num_seqs(
-                "cpu" if cpu else "gpu", mem, name, mode, self.facts.max_num_batched_tokens
+                device, mem, name, mode, facts.max_num_batched_tokens
             )
             self.facts.max_num_seqs_source = "vLLM default"
-        return self
 
     def _block_size(self) -> int | None:
         from prometheus_client.parser import text_string_to_metric_families

@@ -82,8 +82,14 @@ class NVML:
             wanted = range(count) if indices is None else [i for i in indices if i < count]
             handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in wanted]
         except pynvml.NVMLError:
+            handles = []
+        if not handles:
+            try:
+                pynvml.nvmlShutdown()
+            except pynvml.NVMLError:
+                pass
             return None
-        return cls(pynvml, handles) if handles else None
+        return cls(pynvml, handles)
 
     def sample(self) -> dict[str, float]:
         """One reading (keys as in the module docstring); a value NVML cannot read is left out."""

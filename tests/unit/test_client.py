@@ -409,3 +409,71 @@ def test_delay_marker_is_exported() -> None:
     # guard for the fake itself: Delay pauses, it does not emit bytes
     r, _ = _send([Delay(0.0)] + completion_stream(["a"]))
     assert r.error is None and r.chunk_tokens == [1]
+
+
+# -- on_chunk -------------------------------------------------------------------------------
+
+
+def _send_watched(
+    events: list, request: Request = REQ, endpoint: str = "completions", work_s: float = 0.0
+) -> tuple[RequestRecord, list[tuple[int, int, float]]]:
+    """``send`` with an ``on_chunk`` hook; the record and, per call, (chunks, tokens, last
+    chunk time) as the hook saw them."""
+    seen: list[tuple[int, int, float]] = []
+    fake = FakeSSE(Script(events=events))
+
+    async def go() -> RequestRecord:
+        record = RequestRecord(index=0)
+
+        def hook(r: RequestRecord) -> None:
+            assert r is record
+            seen.append((len(r.chunk_s), sum(r.chunk_tokens), r.chunk_s[-1]))
+            if work_s:
+                time.sleep(work_s)   # a hook that does real work on the event loop
+
+        async with httpx.AsyncClient(transport=fake.transport(), base_url="http://test") as c:
+            await send(c, request, record, model="m", endpoint=endpoint,
+                       t0=time.perf_counter(), on_chunk=hook)
+        return record
+
+    return asyncio.run(go()), seen
+
+
+def test_on_chunk_once_per_token_chunk() -> None:
+    r, seen = _send_watched(completion_stream(["a", "b", "c"]))
+    assert r.error is None
+    # not for the usage-only chunk, not for [DONE]
+    assert [(n, tokens) for n, tokens, _ in seen] == [(1, 1), (2, 2), (3, 3)]
+    assert [t for _, _, t in seen] == r.chunk_s   # called right after each chunk
+
+
+def test_on_chunk_with_multi_token_chunks() -> None:
+    r, seen = _send_watched(
+        completion_stream(["a b", "c", "d e f g"], tokens=[2, 1, 4], prompt_tokens=9),
+        request=Request("x", 7, 9),
+    )
+    assert [(n, tokens) for n, tokens, _ in seen] == [(1, 2), (2, 3), (3, 7)]
+
+
+def test_on_chunk_skips_the_role_chunk_and_empty_chunks() -> None:
+    _, seen = _send_watched(chat_stream(["Hi", " there"]), request=CHAT_REQ, endpoint="chat")
+    assert [n for n, _, _ in seen] == [1, 2]
+    _, seen = _send_watched(completion_stream(["a", "b", ""], continuous=False,
+                                              finish_reason="stop"))
+    assert [n for n, _, _ in seen] == [1, 2]
+
+
+def test_on_chunk_until_the_connection_drops() -> None:
+    events = completion_stream(["a", "b", "c"])
+    r, seen = _send_watched(events[:2] + [Drop()] + events[2:])
+    assert r.error == "ReadError: connection reset by peer"
+    assert [n for n, _, _ in seen] == [1, 2]
+
+
+def test_slow_on_chunk_delays_the_next_chunk() -> None:
+    # the fake sends every chunk at once; a hook working 20 ms per chunk spaces them out:
+    # what on_chunk does is measured as inter-token latency
+    r, seen = _send_watched(completion_stream(["a", "b", "c", "d"]), work_s=0.02)
+    assert len(seen) == 4
+    gaps = [b - a for a, b in zip(r.chunk_s, r.chunk_s[1:], strict=False)]
+    assert min(gaps) >= 0.019

@@ -396,3 +396,64 @@ def test_interrupted_run_hands_every_record_to_the_sink(monkeypatch: pytest.Monk
     asyncio.run(go())
     assert sorted(r.index for r in sunk) == [0, 1, 2, 3, 4]   # in flight and never sent, too
     assert all(r.error == "cancelled: the run was interrupted" for r in sunk)
+
+
+# -- dispatched_s and on_chunk --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["mock", "socket"])
+def test_dispatched_s_separates_send_lag_from_slot_wait(
+    monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    from vllm_course.selfcheck import client_checks
+
+    # one slot, four requests due at t=0, each ~0.05 s long
+    fake = FakeSSE(Script(events=completion_stream(["a", "b"], delay_s=0.025)))
+    result, _ = _run(fake, monkeypatch, _requests(4), LoadSpec(max_concurrency=1),
+                     backend=backend)
+    recs = result.records
+    assert all(r.success for r in recs), [r.error for r in recs]
+    # every request was released on schedule...
+    assert all(0.0 <= r.dispatched_s - r.scheduled_s < 0.02 for r in recs)
+    # ...then waited for the slot, each one request longer than the one before
+    waits = [r.sent_s - r.dispatched_s for r in recs]
+    assert waits[0] < 0.02
+    for k in range(1, 4):
+        assert waits[k] >= 0.045 * k
+        assert recs[k].sent_s >= recs[k - 1].end_s   # a slot frees when a request ends
+    checks = client_checks(recs, [], None)
+    assert checks.slot_wait_ms.max >= 135.0
+    assert checks.send_lag_ms.max < 20.0
+    assert not checks.saturated
+
+
+def test_dispatched_s_follows_the_schedule_without_a_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeSSE(Script(events=completion_stream(["a"])))
+    result, _ = _run(fake, monkeypatch, _requests(4), LoadSpec(), offsets_s=[0, 0.03, 0.06, 0.09])
+    for r, due in zip(result.records, [0, 0.03, 0.06, 0.09], strict=True):
+        assert r.scheduled_s == due
+        assert 0.0 <= r.dispatched_s - due < 0.02
+        assert 0.0 <= r.sent_s - r.dispatched_s < 0.02   # no slot to wait for
+
+
+def test_dispatched_s_stays_none_for_unsent_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeSSE(Script(events=completion_stream(["a"])))
+    result, _ = _run(fake, monkeypatch, _requests(2), LoadSpec(), should_stop=lambda: "stop")
+    assert [r.dispatched_s for r in result.records] == [None, None]
+
+
+def test_on_chunk_sees_measured_requests_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[int, int, bool]] = []
+    fake = FakeSSE(_tokens_by_index)   # req-i streams i+1 one-token chunks
+    result, _ = _run(
+        fake, monkeypatch, _requests(3), LoadSpec(max_concurrency=1),
+        warmups=[Request("warm-0", 1, 4), Request("warm-1", 1, 4)],
+        on_chunk=lambda r: seen.append((r.index, len(r.chunk_s), r.warmup)),
+    )
+    assert all(r.success for r in result.records)
+    assert len(fake.calls) == 5   # the warmups were sent, but not watched
+    # one slot: the requests stream one after another
+    assert seen == [(0, 1, False), (1, 1, False), (1, 2, False),
+                    (2, 1, False), (2, 2, False), (2, 3, False)]

@@ -8,7 +8,21 @@ import math
 import httpx
 import pytest
 
-from vllm_course.prom import ServerMetrics, Snapshot, parse, scrape, summarize_window
+from vllm_course import prom
+from vllm_course.prom import (
+    HistogramStats,
+    ServerMetrics,
+    Snapshot,
+    parse,
+    scrape,
+    summarize_window,
+)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_deprecation_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts as a fresh process would: no deprecated name warned about yet."""
+    monkeypatch.setattr(prom, "_warned", set())
 
 
 def metrics_text(
@@ -162,8 +176,17 @@ def test_summarize_window_deltas_rates_and_peaks() -> None:
         prefix_cache_hits=750.0,
         prefix_cache_hit_rate=0.75,
         kv_cache_usage_peak=0.375,
+        kv_cache_usage_mean=0.375,
         num_requests_running_peak=12.0,
+        num_requests_running_mean=12.0,
         num_requests_waiting_peak=4.0,
+        num_requests_waiting_mean=4.0,
+        busy_fraction=1.0,
+        # the iteration-tokens and TTFT histograms did not move between BEFORE and AFTER
+        engine_steps=0.0,
+        tokens_per_step_mean=None,
+        latency_ms={"ttft": HistogramStats(count=0)},
+        deprecated_names=[],
         samples=1,
         interval_s=1.0,
     )
@@ -231,21 +254,37 @@ def test_deprecated_aliases_are_read_with_a_warning() -> None:
         )
     )
     assert "vllm:kv_cache_usage_perc" not in after.values
-    with pytest.warns(
-        UserWarning, match="deprecated vllm:gpu_cache_usage_perc; read as vllm:kv_cache_usage_perc"
-    ):
+    with pytest.warns(UserWarning) as first:
         assert after.get("vllm:kv_cache_usage_perc") == 0.75
+    assert [str(w.message) for w in first] == [
+        "server exposes deprecated vllm:gpu_cache_usage_perc; read as vllm:kv_cache_usage_perc"
+    ]
+    # once per process per old name: reading it again is silent (filterwarnings=error)
+    assert before.get("vllm:kv_cache_usage_perc") == 0.0
     with pytest.warns(UserWarning) as caught:
         m = summarize_window(before, after, [])
-    messages = {str(w.message) for w in caught}
-    assert messages == {
-        "server exposes deprecated vllm:gpu_cache_usage_perc; read as vllm:kv_cache_usage_perc",
-        "server exposes deprecated vllm:gpu_prefix_cache_queries_total; read as "
-        "vllm:prefix_cache_queries_total",
+    # each name not warned about yet warns exactly once, however often it is read
+    assert sorted(str(w.message) for w in caught) == [
         "server exposes deprecated vllm:gpu_prefix_cache_hits_total; read as "
         "vllm:prefix_cache_hits_total",
-    }
+        "server exposes deprecated vllm:gpu_prefix_cache_queries_total; read as "
+        "vllm:prefix_cache_queries_total",
+    ]
     assert all(w.category is UserWarning for w in caught)
+    assert prom._warned == {
+        "vllm:gpu_cache_usage_perc",
+        "vllm:gpu_prefix_cache_queries_total",
+        "vllm:gpu_prefix_cache_hits_total",
+    }
+    # the summary still lists every deprecated name the server exposed
+    assert m.deprecated_names == [
+        "vllm:gpu_cache_usage_perc",
+        "vllm:gpu_prefix_cache_hits_total",
+        "vllm:gpu_prefix_cache_queries_total",
+    ]
+    # a later window on the same server warns no more
+    again = summarize_window(before, after, [])
+    assert again.deprecated_names == m.deprecated_names
     assert m.kv_cache_usage_peak == 0.75
     assert m.prefix_cache_queries == 200.0
     assert m.prefix_cache_hits == 100.0

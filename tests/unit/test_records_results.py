@@ -49,6 +49,7 @@ def test_record_round_trip_through_json() -> None:
         prompt_len=10,
         max_tokens=4,
         scheduled_s=0.5,
+        dispatched_s=0.505,
         sent_s=0.51,
         role_chunk_s=0.6,
         chunk_s=[0.7, 0.8],
@@ -68,6 +69,7 @@ def test_record_round_trip_through_json() -> None:
         "prompt_len": 10,
         "max_tokens": 4,
         "scheduled_s": 0.5,
+        "dispatched_s": 0.505,
         "sent_s": 0.51,
         "role_chunk_s": 0.6,
         "chunk_s": [0.7, 0.8],
@@ -219,3 +221,11 @@ def test_report_with_partial_server_metrics() -> None:
     run = _result(server_metrics=ServerMetrics(generation_tokens=6.0, samples=0))
     report = run.report()
     assert "server" in report
+
+
+def test_record_saved_before_dispatched_s_existed_loads_with_none() -> None:
+    old = RequestRecord(index=1, scheduled_s=0.25, sent_s=0.3).to_dict()
+    del old["dispatched_s"]
+    r = RequestRecord.from_dict(old)
+    assert r.dispatched_s is None
+    assert (r.scheduled_s, r.sent_s) == (0.25, 0.3)

@@ -18,6 +18,7 @@ from vllm_course.server import (
     VLLMServer,
     check_flags,
     classify_failure,
+    default_max_num_seqs,
     known_flags,
     parse_startup_log,
 )
@@ -396,6 +397,95 @@ def test_parse_empty_log() -> None:
 )
 def test_parse_max_model_len(text: str, expected: int | None) -> None:
     assert parse_startup_log(text).max_model_len == expected
+
+
+# lines of a real vLLM 0.32 CPU server log (tiny-mistral, --max-num-batched-tokens 64); the engine
+# config line is cut after max_seq_len
+PROBE_LOG = """\
+(APIServer pid=8704) INFO 11-29 13:07:12 [api_utils.py:347]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0
+(APIServer pid=8704) INFO 11-29 13:07:12 [api_utils.py:286] non-default args: {'host': '127.0.0.1', 'port': 39019, 'model': '/root/.cache/vllm-course/cards/tiny-mistral', 'tokenizer_mode': 'mistral', 'max_model_len': 4096, 'served_model_name': ['tiny-mistral'], 'load_format': 'dummy', 'kv_cache_memory_bytes': 1073741824, 'max_num_batched_tokens': 64}
+(APIServer pid=8704) INFO 11-29 13:07:12 [model.py:733] Resolved architecture: MistralForCausalLM
+(APIServer pid=8704) INFO 11-29 13:07:12 [model.py:2152] Using max model len 4096
+(APIServer pid=8704) INFO 11-29 13:07:12 [scheduler.py:307] Chunked prefill is enabled with max_num_batched_tokens=64.
+(EngineCore pid=8716) INFO 11-29 13:07:19 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: model='/root/.cache/vllm-course/cards/tiny-mistral', speculative_config=None, tokenizer='/root/.cache/vllm-course/cards/tiny-mistral', skip_tokenizer_init=False, tokenizer_mode=mistral, revision=None, tokenizer_revision=None, trust_remote_code=False, dtype=torch.bfloat16, max_seq_len=4096, download_dir=None,
+(EngineCore pid=8716) INFO 11-29 13:07:53 [kv_cache_utils.py:2327] CPU KV cache size: 524,288 tokens, Maximum concurrency for 4,096 tokens per request: 128.00x
+(EngineCore pid=8716) INFO 11-29 13:07:53 [core.py:402] init engine (profile, create kv cache, warmup model) took 25.71 s
+"""  # noqa: E501
+
+
+def test_parse_real_cpu_log_with_a_step_budget() -> None:
+    assert parse_startup_log(PROBE_LOG) == StartupFacts(
+        vllm_version="0.32.0",
+        kv_cache_tokens=524288,
+        max_concurrency=128.0,
+        max_concurrency_at_len=4096,
+        engine_init_s=25.71,
+        max_model_len=4096,
+        max_num_batched_tokens=64,
+        # vLLM does not log its default max_num_seqs: the server fills it in after start-up
+        max_num_seqs=None,
+        max_num_seqs_source=None,
+    )
+
+
+NON_DEFAULT = "INFO 11-29 13:07:12 [api_utils.py:286] non-default args: {{'model': 'm', {}}}\n"
+CHUNKED = "INFO [scheduler.py:307] Chunked prefill is enabled with max_num_batched_tokens={}.\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "budget", "seqs"),
+    [
+        (CHUNKED.format(2048), 2048, None),
+        (NON_DEFAULT.format("'max_num_batched_tokens': 512"), 512, None),
+        (NON_DEFAULT.format("'max_num_seqs': 8"), None, 8),
+        (NON_DEFAULT.format("'max_num_seqs': 16, 'max_num_batched_tokens': 256"), 256, 16),
+        # the value the scheduler logs wins over the flag
+        (NON_DEFAULT.format("'max_num_batched_tokens': 100") + CHUNKED.format(4096), 4096, None),
+        # only the non-default args say what was asked for: a max_num_seqs elsewhere is not read
+        ("INFO [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: "
+         "max_num_seqs=256\n", None, None),
+        (NON_DEFAULT.format("'max_num_seqs': None"), None, None),
+    ],
+)
+def test_parse_step_budget_and_batch_size(text: str, budget: int | None, seqs: int | None) -> None:
+    facts = parse_startup_log(text)
+    assert facts.max_num_batched_tokens == budget
+    assert facts.max_num_seqs == seqs
+    assert facts.max_num_seqs_source == ("flag" if seqs is not None else None)
+
+
+GiB = 2**30
+MiB = 2**20
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("cpu",), 128),
+        (("cpu", None, "", "throughput"), 256),
+        (("cpu", None, "", None, 64), 64),   # capped at the step budget (the probe server)
+        (("cpu", None, "", "throughput", 4096), 256),
+        (("gpu", 143771 * MiB, "NVIDIA H200"), 1024),
+        (("gpu", 81559 * MiB, "NVIDIA H100 80GB HBM3"), 1024),
+        (("gpu", 81920 * MiB, "NVIDIA A100-SXM4-80GB"), 256),
+        (("gpu", 23034 * MiB, "NVIDIA L4"), 256),
+        (("gpu", None, "NVIDIA H200"), 256),   # memory unknown counts as small
+        (("gpu", 70 * GiB, "x"), 1024),
+        (("gpu", 70 * GiB - 1, "x"), 256),
+        (("gpu", 143771 * MiB, "NVIDIA H200", "throughput"), 2048),
+        (("gpu", 143771 * MiB, "NVIDIA H200", "throughput", 512), 512),
+        (("gpu", 23034 * MiB, "NVIDIA L4", "latency"), 256),
+    ],
+)
+def test_default_max_num_seqs(args: tuple, expected: int) -> None:
+    assert default_max_num_seqs(*args) == expected
+
+
+def test_default_max_num_seqs_by_keyword() -> None:
+    assert default_max_num_seqs(
+        "gpu", gpu_memory_bytes=141 * GiB, gpu_name="NVIDIA H200",
+        performance_mode=None, max_num_batched_tokens=8192,
+    ) == 1024
 
 
 # -- classify_failure -----------------------------------------------------------------------

@@ -225,8 +225,10 @@ def test_trace_replay_passes_the_timestamps_as_offsets(
 ) -> None:
     seen = {}
 
-    async def fake_measure(config, server, requests, warmups, run_dir, progress, interval, offsets):
-        seen.update(requests=requests, offsets=offsets)
+    async def fake_measure(
+        config, server, requests, warmups, run_dir, progress, interval, offsets, on_chunk
+    ):
+        seen.update(requests=requests, offsets=offsets, on_chunk=on_chunk)
         return "result"
 
     monkeypatch.setattr(experiment, "_measure", fake_measure)
@@ -241,7 +243,10 @@ def test_trace_replay_passes_the_timestamps_as_offsets(
     assert asyncio.run(run_experiment(config, tmp_path, pool=pool)) == "result"
     assert seen["offsets"] == [r.timestamp_s for r in seen["requests"]]
     assert seen["offsets"] == [0.0, 0.1435, 0.406, 0.6465, 0.733]
+    assert seen["on_chunk"] is None
     # the same trace with a rate process sends at the process's times instead
     poisson = config.model_copy(update={"load": LoadSpec(arrivals="process", rate_rps=5)})
-    asyncio.run(run_experiment(poisson, tmp_path, pool=pool))
+    hook = [].append
+    asyncio.run(run_experiment(poisson, tmp_path, pool=pool, on_chunk=hook))
     assert seen["offsets"] is None
+    assert seen["on_chunk"] is hook   # the chunk hook reaches the measurement untouched

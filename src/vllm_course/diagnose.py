@@ -1,0 +1,517 @@
+"""Name the layer that limited a run, with the evidence numbers and the knobs to try.
+
+``diagnose(result)`` (or ``vllm-course diagnose RESULT_DIR``) reads a saved run: the client's
+summary and self-checks, the server's metrics over the run window, its time series and startup
+facts, and the per-request records. Each rule below looks for one bottleneck; the findings that
+fire are listed most limiting first, and the first one is the diagnosis. The facts behind the
+advice are in vllm_facts.md (the V1 engine): preemption is recompute, prefix caching and chunked
+prefill are on by default, ``--max-model-len`` does not size the KV cache.
+
+Rules, in the order they are checked (thresholds are the module constants):
+
+1. **client saturated** (client / I/O path): the client's self-checks crossed a threshold
+   (:mod:`vllm_course.selfcheck`: event-loop lag P99 > 50 ms, send lag P90 > 20 ms, or client
+   CPU > 0.9 cores). Checked first: a late client distorts every other number.
+2. **KV cache exhausted** (memory): preemptions > 0 and KV cache usage peak >= :data:`KV_FULL`.
+3. **step token budget saturated** (scheduling): mean tokens per engine step >=
+   :data:`BUDGET_SHARE` x ``max_num_batched_tokens`` while requests waited (waiting peak > 0).
+4. **concurrency cap reached** (scheduling): running == ``max_num_seqs`` in at least
+   :data:`PINNED_SHARE` of the in-run samples, requests waiting in those samples, KV cache peak
+   < :data:`KV_FREE`.
+5. **prefill interference** (scheduling): ITL P99 >= :data:`ITL_SPREAD` x ITL P50 and at least
+   :data:`STALL_SHARE` of the decode stalls (gaps > :data:`STALL_FACTOR` x the median gap, at least
+   1 % of gaps) overlap the prefill of a prompt of >= :data:`LONG_PROMPT_TOKENS` tokens.
+6. **compute-bound at full batch** (compute): server busy (running > 0) in >= :data:`BUSY_SHARE`
+   of the samples with a queue (waiting mean >= :data:`QUEUE_MEAN`), and none of the limits
+   above was hit: the hardware runs every step it can.
+7. **load too light: client concurrency limit** (client): ``max_concurrency`` was set, requests
+   waited in the client for a slot (slot wait P50 >= :data:`SLOT_WAIT_SHARE` of mean E2EL) and
+   the server never queued (waiting peak 0).
+8. **no bottleneck: the load was too light**: nothing above fired.
+"""
+
+from __future__ import annotations
+
+import bisect
+import html
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from vllm_course import metrics
+from vllm_course.records import RequestRecord
+from vllm_course.results import RunResult
+
+KV_FULL = 0.90
+"""KV cache usage peak (fraction) at or above which the cache counts as full."""
+KV_FREE = 0.80
+"""KV cache usage peak (fraction) below which memory was not what limited the batch."""
+BUDGET_SHARE = 0.80
+"""Mean tokens per step at or above this share of ``max_num_batched_tokens``: budget saturated."""
+PINNED_SHARE = 0.50
+"""Share of in-run samples with running at ``max_num_seqs`` for the cap to count as reached."""
+ITL_SPREAD = 3.0
+"""ITL P99 / P50 at or above this means decode is stalled now and then."""
+STALL_FACTOR = 4.0
+"""A gap between chunks longer than this times the median gap is a decode stall."""
+STALL_SHARE = 0.50
+"""Share of decode stalls that must overlap a long prefill for prefill interference."""
+LONG_PROMPT_TOKENS = 512
+"""A prompt at least this long (tokens) counts as long for prefill interference."""
+BUSY_SHARE = 0.90
+"""Share of samples with a running request for the server to count as busy."""
+QUEUE_MEAN = 1.0
+"""Mean waiting requests at or above which a queue formed."""
+SLOT_WAIT_SHARE = 0.10
+"""Client slot wait P50 at or above this share of the mean E2EL: the client's cap held requests."""
+
+
+class Finding(BaseModel):
+    """One bottleneck rule that fired.
+
+    Attributes:
+        key: stable identifier, e.g. ``kv_cache_exhausted``.
+        title: what a person reads, e.g. ``KV cache exhausted``.
+        layer: ``memory``, ``scheduling``, ``compute``, ``client`` or ``none``.
+        rule: the condition that fired, with its thresholds.
+        evidence: the numbers that made it fire (and a few that put them in context).
+        knobs: what to try, most promising first.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    key: str
+    title: str
+    layer: str
+    rule: str
+    evidence: list[str] = Field(default_factory=list)
+    knobs: list[str] = Field(default_factory=list)
+
+
+class Diagnosis(BaseModel):
+    """The findings of one run, most limiting first (``findings[0]`` is the diagnosis)."""
+
+    model_config = ConfigDict(frozen=True)
+    run: str
+    path: str | None = None
+    findings: list[Finding]
+
+    @property
+    def primary(self) -> Finding:
+        """The most limiting finding."""
+        return self.findings[0]
+
+    def report(self) -> str:
+        """A short plain-text report: the diagnosis, its evidence and knobs, other findings."""
+        first, *rest = self.findings
+        lines = [f"Diagnosis of {self.run}" + (f"  ({self.path})" if self.path else ""),
+                 f"  limiting layer: {first.layer} -- {first.title}",
+                 f"  rule: {first.rule}", "  evidence:"]
+        lines += [f"    - {e}" for e in first.evidence]
+        if first.knobs:
+            lines.append("  try:")
+            lines += [f"    - {k}" for k in first.knobs]
+        for f in rest:
+            lines.append(f"  also: {f.title} ({f.layer}): {'; '.join(f.evidence[:2])}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        first, *rest = self.findings
+        items = "".join(f"<li>{html.escape(e)}</li>" for e in first.evidence)
+        knobs = "".join(f"<li>{html.escape(k)}</li>" for k in first.knobs)
+        also = "".join(f"<li>{html.escape(f.title)} ({html.escape(f.layer)})</li>" for f in rest)
+        return (
+            f"<b>{html.escape(first.title)}</b> (layer: {html.escape(first.layer)})"
+            f"<br><small>{html.escape(first.rule)}</small><ul>{items}</ul>"
+            + (f"Try:<ul>{knobs}</ul>" if knobs else "")
+            + (f"Also:<ul>{also}</ul>" if also else "")
+        )
+
+
+def _fmt(v: float | None, spec: str = ".0f", unit: str = "") -> str:
+    return "n/a" if v is None else f"{format(v, spec)}{unit}"
+
+
+class _Run:
+    """The numbers the rules read, gathered once from a :class:`RunResult`."""
+
+    def __init__(self, result: RunResult):
+        self.result = result
+        self.s = result.summary
+        self.m = result.server_metrics
+        self.c = result.client
+        self.facts = result.startup
+        self.records = _records(result)
+        self.completed = [r for r in self.records if r.success and not r.warmup]
+        series = result.timeseries() if result.path else None
+        duration = self.s.duration_s if self.s else None
+        # the in-run samples: between the run's start and its end
+        self.points = [
+            p for p in (series.points if series else [])
+            if p.t_s >= 0 and (duration is None or p.t_s <= duration)
+        ]
+        self.max_num_seqs = self.facts.get("max_num_seqs")
+        self.budget = self.facts.get("max_num_batched_tokens")
+
+    def metric(self, name: str) -> float | None:
+        return None if self.m is None else getattr(self.m, name)
+
+    def server_ms(self, hist: str, stat: str) -> float | None:
+        if self.m is None or hist not in self.m.latency_ms:
+            return None
+        return getattr(self.m.latency_ms[hist], stat)
+
+    def mean_prompt(self) -> float | None:
+        if not self.s or not self.s.completed:
+            return None
+        return self.s.total_input_tokens / self.s.completed
+
+    def context(self) -> str:
+        """One line of server context: batch, queue, KV cache."""
+        return (
+            f"running mean {_fmt(self.metric('num_requests_running_mean'), '.1f')} "
+            f"(peak {_fmt(self.metric('num_requests_running_peak'))}) of max_num_seqs "
+            f"{_fmt(self.max_num_seqs)}; waiting peak {_fmt(self.metric('num_requests_waiting_peak'))}; "
+            f"KV cache peak {_fmt(_pct(self.metric('kv_cache_usage_peak')), '.1f', '%')}"
+        )
+
+
+def _pct(v: float | None) -> float | None:
+    return None if v is None else 100.0 * v
+
+
+def _records(result: RunResult) -> list[RequestRecord]:
+    if result.path is None or not (Path(result.path) / "requests.jsonl").exists():
+        return []
+    return result.records()
+
+
+# ---- rules: each returns a Finding or None ------------------------------------------------
+
+
+def _client_saturated(run: _Run) -> Finding | None:
+    c = run.c
+    if c is None or not c.saturated:
+        return None
+    evidence = list(c.reasons)
+    evidence.append(
+        f"client CPU {_fmt(c.cpu_cores, '.2f')} cores; event-loop lag P50 "
+        f"{_fmt(c.loop_lag_ms.p50, '.1f')} ms, max {_fmt(c.loop_lag_ms.max)} ms; send lag P90 "
+        f"{_fmt(c.send_lag_ms.p90, '.1f')} ms"
+    )
+    if c.cpu_cores is not None and c.cpu_cores < 0.5:
+        evidence.append(
+            "the client used little CPU yet ran late: it was starved of CPU by other processes "
+            "on this machine (the server included)"
+        )
+    if run.result.checks and run.result.checks.ttft_gap_ms is not None:
+        evidence.append(
+            f"client mean TTFT {_fmt(run.result.checks.client_ttft_mean_ms)} ms vs server "
+            f"{_fmt(run.result.checks.server_ttft_mean_ms)} ms"
+        )
+    return Finding(
+        key="client_saturated",
+        title="client saturated",
+        layer="client",
+        rule="event-loop lag P99 > 50 ms, send lag P90 > 20 ms or client CPU > 0.9 cores",
+        evidence=evidence,
+        knobs=[
+            "remove per-chunk work from the measuring client (printing, detokenizing, plotting)",
+            "run the load generator on its own cores or machine, away from the server",
+            "split the load over several client processes, or cross-check with vllm bench serve",
+        ],
+    )
+
+
+def _kv_exhausted(run: _Run) -> Finding | None:
+    pre, peak = run.metric("preemptions"), run.metric("kv_cache_usage_peak")
+    if not pre or peak is None or peak < KV_FULL:
+        return None
+    tokens = run.facts.get("kv_cache_tokens")
+    return Finding(
+        key="kv_cache_exhausted",
+        title="KV cache exhausted",
+        layer="memory",
+        rule=f"preemptions > 0 and KV cache usage peak >= {KV_FULL:.0%}",
+        evidence=[
+            f"{pre:.0f} preemptions (Δvllm:num_preemptions_total); each one frees the request's "
+            "blocks and recomputes it from scratch later (V1 preempts by recompute, never swap)",
+            f"KV cache usage peak {_pct(peak):.1f}%, mean "
+            f"{_fmt(_pct(run.metric('kv_cache_usage_mean')), '.1f', '%')}; KV cache "
+            f"{_fmt(tokens, ',')} tokens",
+            run.context(),
+        ],
+        knobs=[
+            "give the KV cache more memory: --gpu-memory-utilization (default 0.92 since vLLM "
+            "0.20) or --kv-cache-memory-bytes",
+            "--kv-cache-dtype fp8 (about twice the tokens per byte)",
+            "admit fewer requests at once: lower --max-num-seqs",
+            "more GPUs (-tp) leave more memory per GPU for the KV cache; --max-model-len does "
+            "not size the KV cache",
+        ],
+    )
+
+
+def _budget_saturated(run: _Run) -> Finding | None:
+    per_step, budget = run.metric("tokens_per_step_mean"), run.budget
+    waiting = run.metric("num_requests_waiting_peak")
+    if per_step is None or not budget or per_step < BUDGET_SHARE * budget or not waiting:
+        return None
+    prompt = run.mean_prompt()
+    steps = "" if prompt is None else (
+        f"; prompts average {prompt:.0f} tokens, so each needs >= {int(np.ceil(prompt / budget))} "
+        "steps of prefill"
+    )
+    s = run.s
+    return Finding(
+        key="token_budget_saturated",
+        title="step token budget saturated (max_num_batched_tokens)",
+        layer="scheduling",
+        rule=f"mean tokens per step >= {BUDGET_SHARE:.0%} of max_num_batched_tokens, requests waiting",
+        evidence=[
+            f"mean {per_step:.1f} tokens per engine step (Δvllm:iteration_tokens_total sum/count) "
+            f"against max_num_batched_tokens {budget}{steps}",
+            f"TTFT P99 {_fmt(s.ttft_ms.p99 if s else None)} ms (server queue time mean "
+            f"{_fmt(run.server_ms('queue', 'mean'))} ms, prefill mean "
+            f"{_fmt(run.server_ms('prefill', 'mean'))} ms)",
+            run.context(),
+        ],
+        knobs=[
+            "raise --max-num-batched-tokens (vLLM's docs: > 8192 for throughput on large GPUs; "
+            "smaller budgets favour ITL, larger ones TTFT)",
+            "--performance-mode throughput doubles the default budget and max_num_seqs",
+            "--long-prefill-token-threshold / --max-num-partial-prefills shape how long prompts "
+            "share the budget (chunked prefill is always on in V1)",
+        ],
+    )
+
+
+def _pinned(run: _Run) -> tuple[float, float] | None:
+    """(share of samples with running at max_num_seqs, mean waiting in those samples)."""
+    cap = run.max_num_seqs
+    pts = [p for p in run.points if p.running is not None]
+    if not cap or not pts:
+        return None
+    at_cap = [p for p in pts if p.running >= cap]
+    waiting = [p.waiting or 0.0 for p in at_cap]
+    return len(at_cap) / len(pts), (sum(waiting) / len(waiting) if waiting else 0.0)
+
+
+def _concurrency_cap(run: _Run) -> Finding | None:
+    pinned = _pinned(run)
+    peak = run.metric("kv_cache_usage_peak")
+    if pinned is None or pinned[0] < PINNED_SHARE or pinned[1] <= 0:
+        return None
+    if peak is not None and peak >= KV_FREE:
+        return None
+    share, waiting = pinned
+    source = run.facts.get("max_num_seqs_source") or "?"
+    return Finding(
+        key="concurrency_cap",
+        title="concurrency cap reached (max_num_seqs)",
+        layer="scheduling",
+        rule=(f"running == max_num_seqs in >= {PINNED_SHARE:.0%} of samples with requests waiting,"
+              f" KV cache peak < {KV_FREE:.0%}"),
+        evidence=[
+            f"running at max_num_seqs = {run.max_num_seqs} ({source}) in {share:.0%} of "
+            f"{len(run.points)} samples, {waiting:.1f} requests waiting on average meanwhile "
+            f"(peak {_fmt(run.metric('num_requests_waiting_peak'))})",
+            f"KV cache peak {_fmt(_pct(peak), '.1f', '%')}: memory for more requests was free",
+            f"TTFT P99 {_fmt(run.s.ttft_ms.p99 if run.s else None)} ms, server queue time mean "
+            f"{_fmt(run.server_ms('queue', 'mean'))} ms",
+        ],
+        knobs=[
+            "raise --max-num-seqs (the KV cache has room for more running requests)",
+            "--performance-mode throughput doubles the default max_num_seqs",
+        ],
+    )
+
+
+def _stalls(run: _Run) -> tuple[int, int, int, float] | None:
+    """(gaps, stalls, stalls overlapping a long prefill, stall threshold ms) from the records."""
+    recs = run.completed
+    gaps = [(b - a, a, b, r.index) for r in recs
+            for a, b in zip(r.chunk_s, r.chunk_s[1:], strict=False)]
+    positive = [g for g, *_ in gaps if g > 0]
+    if len(positive) < 20:
+        return None
+    limit = STALL_FACTOR * float(np.median(positive))
+    stalls = [(a, b, i) for g, a, b, i in gaps if g > limit]
+    prefill_s = (run.server_ms("prefill", "p90") or 0.0) / 1000.0
+    windows = sorted(
+        (max(r.sent_s or 0.0, r.chunk_s[0] - prefill_s), r.chunk_s[0], r.index)
+        for r in recs if (r.prompt_tokens or r.prompt_len or 0) >= LONG_PROMPT_TOKENS
+    )
+    starts = [w[0] for w in windows]
+    overlapping = 0
+    for a, b, i in stalls:
+        hi = bisect.bisect_left(starts, b)   # windows starting before the stall ends
+        if any(w[1] > a and w[2] != i for w in windows[:hi]):
+            overlapping += 1
+    return len(gaps), len(stalls), overlapping, limit * 1000.0
+
+
+def _prefill_interference(run: _Run) -> Finding | None:
+    s = run.s
+    if s is None or not s.itl_ms.p50 or s.itl_ms.p99 is None:
+        return None
+    spread = s.itl_ms.p99 / s.itl_ms.p50
+    found = _stalls(run)
+    if spread < ITL_SPREAD or found is None:
+        return None
+    gaps, stalls, overlapping, limit_ms = found
+    if stalls < 0.01 * gaps or overlapping < STALL_SHARE * stalls:
+        return None
+    return Finding(
+        key="prefill_interference",
+        title="prefill interference",
+        layer="scheduling",
+        rule=(f"ITL P99 >= {ITL_SPREAD:g}x P50 and >= {STALL_SHARE:.0%} of decode stalls "
+              f"(> {STALL_FACTOR:g}x the median gap) overlap a prefill of >= {LONG_PROMPT_TOKENS} "
+              "tokens"),
+        evidence=[
+            f"ITL P99 {s.itl_ms.p99:.1f} ms = {spread:.1f}x P50 {s.itl_ms.p50:.1f} ms",
+            f"{stalls} of {gaps} gaps between chunks were stalls (> {limit_ms:.1f} ms); "
+            f"{overlapping} of them overlapped another request's prefill of a long prompt",
+            f"TPOT P99 {_fmt(s.tpot_ms.p99, '.1f')} ms; max_num_batched_tokens {_fmt(run.budget)}",
+        ],
+        knobs=[
+            "lower --max-num-batched-tokens: smaller prefill chunks keep each decode step short "
+            "(better ITL, a little worse TTFT)",
+            "--long-prefill-token-threshold and --max-num-partial-prefills 1 limit how much of a "
+            "step long prompts take",
+            "serve long-prompt traffic on its own replicas (or disaggregated prefill)",
+        ],
+    )
+
+
+def _compute_bound(run: _Run) -> Finding | None:
+    busy, queue = run.metric("busy_fraction"), run.metric("num_requests_waiting_mean")
+    if busy is None or queue is None or busy < BUSY_SHARE or queue < QUEUE_MEAN:
+        return None
+    hardware = []
+    cpu = [p.telemetry["server_cpu_cores"] for p in run.points if "server_cpu_cores" in p.telemetry]
+    gpu = [p.telemetry["gpu_util_pct"] for p in run.points if "gpu_util_pct" in p.telemetry]
+    if gpu:
+        hardware.append(f"GPU utilization mean {np.mean(gpu):.0f}% (NVML: time a kernel ran)")
+    if cpu:
+        hardware.append(f"server CPU mean {np.mean(cpu):.2f} cores")
+    s = run.s
+    return Finding(
+        key="compute_bound",
+        title="compute-bound at full batch",
+        layer="compute",
+        rule=(f"server busy in >= {BUSY_SHARE:.0%} of samples with a queue (waiting mean >= "
+              f"{QUEUE_MEAN:g}) and no KV, max_num_seqs or token-budget limit hit"),
+        evidence=[
+            f"busy in {busy:.0%} of samples; waiting mean {queue:.1f}",
+            run.context(),
+            f"mean {_fmt(run.metric('tokens_per_step_mean'), '.0f')} tokens per step of a "
+            f"{_fmt(run.budget)} budget; output {s.output_throughput_tok_s:,.0f} tok/s" if s else "",
+            *hardware,
+        ],
+        knobs=[
+            "this is the hardware's capacity for this model: lower the request rate, or add "
+            "replicas (-dp) or GPUs (-tp)",
+            "cheaper steps: fp8 weights (--quantization fp8), --kv-cache-dtype fp8, a smaller "
+            "model, speculative decoding for decode-heavy traffic",
+            "keep CUDA graphs and torch.compile on (no --enforce-eager)",
+        ],
+    )
+
+
+def _client_concurrency(run: _Run) -> Finding | None:
+    cap = run.result.config.load.max_concurrency
+    c, s = run.c, run.s
+    if not cap or c is None or s is None or c.slot_wait_ms.p50 is None or not s.e2el_ms.mean:
+        return None
+    if c.slot_wait_ms.p50 < SLOT_WAIT_SHARE * s.e2el_ms.mean:
+        return None
+    if run.metric("num_requests_waiting_peak"):
+        return None
+    return Finding(
+        key="client_concurrency_limit",
+        title="load too light: client concurrency limit",
+        layer="client",
+        rule=(f"max_concurrency set, client slot wait P50 >= {SLOT_WAIT_SHARE:.0%} of mean E2EL, "
+              "server never queued"),
+        evidence=[
+            f"the client allowed {cap} request(s) in flight; requests waited P50 "
+            f"{c.slot_wait_ms.p50:.0f} ms for a slot (mean E2EL {s.e2el_ms.mean:.0f} ms)",
+            f"the server was mostly idle: {run.context()}",
+            f"output {s.output_throughput_tok_s:,.0f} tok/s",
+        ],
+        knobs=[
+            "raise the client's max_concurrency (or the request rate): the server has headroom",
+            "a sweep over concurrency levels shows where latency starts to climb",
+        ],
+    )
+
+
+def _no_bottleneck(run: _Run) -> Finding:
+    s = run.s
+    evidence = [run.context(),
+                f"busy in {_fmt(_pct(run.metric('busy_fraction')), '.0f', '%')} of samples, "
+                f"preemptions {_fmt(run.metric('preemptions'))}"]
+    if s is not None:
+        evidence.append(
+            f"TTFT P99 {_fmt(s.ttft_ms.p99)} ms, TPOT P99 {_fmt(s.tpot_ms.p99, '.1f')} ms, "
+            f"output {s.output_throughput_tok_s:,.0f} tok/s"
+        )
+        if s.goodput_rps is not None and s.good_requests is not None:
+            evidence.append(f"{s.good_requests} of {s.num_requests} requests met the SLO")
+    return Finding(
+        key="no_bottleneck",
+        title="no bottleneck: the load was too light",
+        layer="none",
+        rule="none of the bottleneck rules fired",
+        evidence=evidence,
+        knobs=["raise the load (request rate or concurrency) until a limit shows: a sweep or an "
+               "SLO search finds the highest load that still meets the SLO"],
+    )
+
+
+RULES = (
+    _client_saturated,
+    _kv_exhausted,
+    _budget_saturated,
+    _concurrency_cap,
+    _prefill_interference,
+    _compute_bound,
+    _client_concurrency,
+)
+
+
+def diagnose(result: RunResult | str | Path) -> Diagnosis:
+    """Diagnose a run: which layer limited it, with evidence numbers and knobs to try.
+
+    Args:
+        result: a :class:`RunResult` (loaded from or saved to a folder, so its records and time
+            series can be read) or a run folder.
+
+    Returns:
+        A :class:`Diagnosis` whose first finding is the limiting one; "no bottleneck" when no
+        rule fired.
+
+    Raises:
+        FileNotFoundError: a folder without ``summary.json``.
+        ValueError: the run has no summary (nothing was measured).
+    """
+    if not isinstance(result, RunResult):
+        result = RunResult.load(result)
+    if result.summary is None:
+        raise ValueError(f"run {result.name} has no summary to diagnose "
+                         f"({result.stopped_early or 'nothing was measured'})")
+    run = _Run(result)
+    findings = [f for rule in RULES if (f := rule(run)) is not None]
+    if any(f.layer in ("memory", "scheduling") for f in findings):
+        # "compute-bound" means no limit of the server's settings was hit
+        findings = [f for f in findings if f.key != "compute_bound"]
+    if not findings:
+        findings.append(_no_bottleneck(run))
+    for f in findings:   # drop empty evidence lines (a rule may skip an unknown number)
+        object.__setattr__(f, "evidence", [e for e in f.evidence if e])
+    return Diagnosis(run=result.name, path=result.path, findings=findings)
+
+
+__all__ = ["Diagnosis", "Finding", "diagnose", "metrics"]

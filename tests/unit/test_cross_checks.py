@@ -1,0 +1,117 @@
+"""``experiment.cross_checks``: the client's TTFT against the server's, and the client's verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_course.experiment import cross_checks
+from vllm_course.prom import HistogramStats, ServerMetrics
+from vllm_course.records import RequestRecord
+from vllm_course.results import TTFT_GAP_MS
+from vllm_course.selfcheck import client_checks
+
+
+def _rec(i: int, ttft_s: float, *, sent_s: float = 1.0, warmup: bool = False,
+         error: str | None = None) -> RequestRecord:
+    """A one-token request whose first token came ``ttft_s`` after it was sent."""
+    return RequestRecord(index=i, sent_s=sent_s, chunk_s=[sent_s + ttft_s], chunk_tokens=[1],
+                         output_tokens=1, warmup=warmup, error=error)
+
+
+def _server(ttft_mean_ms: float | None, tokens: float = 3.0) -> ServerMetrics:
+    latency = {} if ttft_mean_ms is None else {"ttft": HistogramStats(count=3, mean=ttft_mean_ms)}
+    return ServerMetrics(generation_tokens=tokens, latency_ms=latency)
+
+
+def _ttft_warning(client: float, gap: float, server: float) -> str:
+    return (
+        f"client mean TTFT {client:.0f} ms is {gap:.0f} ms above the server's {server:.0f} ms "
+        "(vllm:time_to_first_token_seconds): time the server's clock does not see: the HTTP "
+        "front end and network before vLLM registered the request, or a client reading its "
+        "chunks late"
+    )
+
+
+def test_client_ttft_well_above_the_servers_is_flagged() -> None:
+    records = [_rec(0, 0.15), _rec(1, 0.2), _rec(2, 0.25)]   # client mean 200 ms
+    c = cross_checks(records, _server(100.0))
+    assert c.client_ttft_mean_ms == pytest.approx(200.0)
+    assert c.server_ttft_mean_ms == 100.0
+    assert c.ttft_gap_ms == pytest.approx(100.0)
+    assert c.client_output_tokens == 3 and c.server_generation_tokens == 3.0
+    assert c.warnings == [_ttft_warning(200, 100, 100)]
+
+
+@pytest.mark.parametrize(
+    ("client_s", "server_ms", "warned"),
+    [
+        (0.140, 100.0, False),    # 40 ms gap: under TTFT_GAP_MS
+        (1.100, 1000.0, False),   # 100 ms gap, but only 10 % of the server's mean
+        (1.300, 1000.0, True),    # 300 ms gap, 30 %
+        (0.010 + (TTFT_GAP_MS + 1) / 1000, 10.0, True),
+        (0.010 + (TTFT_GAP_MS - 1) / 1000, 10.0, False),
+        (0.050, 100.0, False),    # the client saw it sooner: a negative gap
+    ],
+)
+def test_ttft_gap_needs_both_thresholds(client_s: float, server_ms: float, warned: bool) -> None:
+    records = [_rec(i, client_s) for i in range(3)]
+    c = cross_checks(records, _server(server_ms))
+    assert c.ttft_gap_ms == pytest.approx(client_s * 1000 - server_ms)
+    if warned:
+        assert c.warnings == [_ttft_warning(client_s * 1000, c.ttft_gap_ms, server_ms)]
+    else:
+        assert c.warnings == []
+
+
+def test_only_measured_successful_requests_count_for_the_client_ttft() -> None:
+    records = [
+        _rec(0, 0.1), _rec(1, 0.1),
+        _rec(2, 5.0, warmup=True),        # a cold warmup
+        _rec(3, 9.0, error="HTTP 500"),   # failed after a token
+    ]
+    c = cross_checks(records, _server(90.0, tokens=3.0))
+    assert c.client_ttft_mean_ms == pytest.approx(100.0)
+    assert c.ttft_gap_ms == pytest.approx(10.0)
+    # a failed request's streamed tokens still count as received
+    assert c.client_output_tokens == 3
+    assert c.warnings == []
+
+
+def test_without_a_server_ttft_there_is_no_gap() -> None:
+    records = [_rec(0, 2.0)]
+    c = cross_checks(records, _server(None, tokens=1.0))
+    assert c.client_ttft_mean_ms == pytest.approx(2000.0)
+    assert (c.server_ttft_mean_ms, c.ttft_gap_ms) == (None, None)
+    assert c.warnings == []
+    none = cross_checks(records, None)
+    assert (none.server_ttft_mean_ms, none.ttft_gap_ms, none.server_generation_tokens) == (
+        None, None, None
+    )
+    assert none.warnings == []
+    # an empty window: the histogram is there but saw nothing
+    empty = ServerMetrics(generation_tokens=1.0, latency_ms={"ttft": HistogramStats(count=0)})
+    assert cross_checks(records, empty).ttft_gap_ms is None
+
+
+def test_a_saturated_client_is_a_warning() -> None:
+    records = [_rec(i, 0.1) for i in range(3)]
+    busy = client_checks([], [80.0] * 20, 1.4)
+    c = cross_checks(records, _server(100.0), busy)
+    assert c.warnings == [
+        "the client, not the server, limited this run: event-loop lag P99 80 ms > 50 ms "
+        "(max 80 ms over 20 probes); client CPU 1.40 cores > 0.9 (one Python thread is the limit)"
+    ]
+    healthy = client_checks([], [1.0] * 20, 0.3)
+    assert cross_checks(records, _server(100.0), healthy).warnings == []
+
+
+def test_warnings_come_in_order() -> None:
+    records = [_rec(i, 0.5) for i in range(3)]
+    busy = client_checks([], [], 2.0)
+    c = cross_checks(records, _server(100.0, tokens=5.0), busy)
+    assert c.warnings == [
+        "client received 3 output tokens, the server counted 5 (Δvllm:generation_tokens_total)",
+        _ttft_warning(500, 400, 100),
+        "the client, not the server, limited this run: client CPU 2.00 cores > 0.9 (one Python "
+        "thread is the limit)",
+    ]

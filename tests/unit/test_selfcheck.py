@@ -1,0 +1,170 @@
+"""``vllm_course.selfcheck``: event-loop lag, client CPU, send lag vs slot wait, the verdict."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from vllm_course.metrics import Dist
+from vllm_course.records import RequestRecord
+from vllm_course.selfcheck import (
+    CLIENT_CPU_CORES,
+    LAG_PROBE_S,
+    LOOP_LAG_P99_MS,
+    SEND_LAG_P90_MS,
+    ClientChecks,
+    LoopLagMonitor,
+    client_checks,
+)
+
+# -- LoopLagMonitor -------------------------------------------------------------------------
+
+
+def _monitor(body, probe_s: float = LAG_PROBE_S) -> LoopLagMonitor:
+    async def go() -> LoopLagMonitor:
+        async with LoopLagMonitor(probe_s) as lag:
+            await body()
+        return lag
+
+    return asyncio.run(go())
+
+
+def test_a_blocked_loop_shows_as_lag() -> None:
+    async def body() -> None:
+        await asyncio.sleep(0.05)   # let the probe start
+        time.sleep(0.2)             # block the loop on purpose
+        await asyncio.sleep(0.05)
+
+    lag = _monitor(body)
+    assert len(lag.lags_ms) >= 3
+    assert max(lag.lags_ms) >= 150.0   # one probe woke ~190 ms late
+    assert all(v >= 0.0 for v in lag.lags_ms)
+    # sleeping blocks the loop but burns no CPU
+    assert lag.cpu_cores is not None and lag.cpu_cores < 0.5
+
+
+def test_an_idle_loop_has_little_lag() -> None:
+    async def body() -> None:
+        await asyncio.sleep(0.2)
+
+    lag = _monitor(body)
+    # one probe per ~10 ms (a little less: each probe is late by a bit)
+    assert 8 <= len(lag.lags_ms) <= 21
+    assert sorted(lag.lags_ms)[len(lag.lags_ms) // 2] < 5.0
+    assert max(lag.lags_ms) < 100.0
+    assert lag.cpu_cores is not None and lag.cpu_cores < 0.5
+
+
+def test_probe_interval() -> None:
+    async def body() -> None:
+        await asyncio.sleep(0.2)
+
+    assert 2 <= len(_monitor(body, probe_s=0.05).lags_ms) <= 4
+
+
+def test_busy_waiting_shows_as_client_cpu() -> None:
+    async def body() -> None:
+        end = time.perf_counter() + 0.3
+        while time.perf_counter() < end:
+            pass
+        await asyncio.sleep(0)
+
+    lag = _monitor(body)
+    assert lag.cpu_cores is not None
+    assert 0.5 <= lag.cpu_cores <= 1.2   # one core busy (less if the machine is loaded)
+
+
+def test_monitor_before_it_runs() -> None:
+    lag = LoopLagMonitor()
+    assert lag.lags_ms == [] and lag.cpu_cores is None and lag.probe_s == LAG_PROBE_S
+
+
+# -- client_checks --------------------------------------------------------------------------
+
+
+def _rec(i: int, scheduled: float, dispatched: float | None, sent: float | None,
+         warmup: bool = False) -> RequestRecord:
+    return RequestRecord(index=i, scheduled_s=scheduled, dispatched_s=dispatched, sent_s=sent,
+                         warmup=warmup)
+
+
+def test_thresholds() -> None:
+    assert (LOOP_LAG_P99_MS, SEND_LAG_P90_MS, CLIENT_CPU_CORES) == (50.0, 20.0, 0.9)
+
+
+def test_slot_wait_is_not_send_lag() -> None:
+    records = [
+        _rec(0, 0.0, 0.001, 0.001),   # released at once, a slot free
+        _rec(1, 0.1, 0.102, 0.302),   # released 2 ms late, then 200 ms for a slot
+        _rec(2, 0.2, 0.203, 0.503),   # 3 ms late, 300 ms for a slot
+        _rec(3, 0.3, 0.304, None),    # released, never sent (interrupted): no slot wait
+        _rec(4, 0.0, 5.0, 5.0, warmup=True),   # warmups are ignored
+        _rec(5, 0.0, None, 9.0),      # saved before dispatched_s existed: ignored
+    ]
+    c = client_checks(records, [0.1, 0.5, 1.0], 0.2)
+    assert c.send_lag_ms.n == 4
+    assert c.send_lag_ms.mean == pytest.approx(2.5)
+    assert c.send_lag_ms.max == pytest.approx(4.0)
+    assert c.slot_wait_ms.n == 3
+    assert c.slot_wait_ms.mean == pytest.approx(500 / 3)
+    assert c.slot_wait_ms.max == pytest.approx(300.0)
+    assert c.loop_lag_ms == Dist.of([0.1, 0.5, 1.0])
+    assert c.cpu_cores == 0.2
+    # 300 ms in the client's queue is the concurrency cap working, not a slow client
+    assert not c.saturated and c.reasons == []
+
+
+def test_negative_lag_counts_as_zero() -> None:
+    # a timer that fires a hair early
+    c = client_checks([_rec(0, 0.5, 0.4995, 0.4995)], [], None)
+    assert c.send_lag_ms.max == 0.0 and c.slot_wait_ms.max == 0.0
+
+
+def test_nothing_measured() -> None:
+    c = client_checks([], [], None)
+    assert c == ClientChecks(
+        loop_lag_ms=Dist(n=0), send_lag_ms=Dist(n=0), slot_wait_ms=Dist(n=0), cpu_cores=None
+    )
+    assert not c.saturated
+
+
+def test_loop_lag_over_the_threshold() -> None:
+    lags = [1.0] * 90 + [100.0] * 10   # P99 (linear) = 100
+    c = client_checks([], lags, None)
+    assert c.saturated
+    assert c.reasons == ["event-loop lag P99 100 ms > 50 ms (max 100 ms over 100 probes)"]
+
+
+def test_loop_lag_at_the_threshold_is_fine() -> None:
+    assert not client_checks([], [50.0] * 10, None).saturated
+
+
+def test_send_lag_over_the_threshold() -> None:
+    records = [_rec(i, 0.0, d, d) for i, d in enumerate([0.01, 0.03, 0.04, 0.05])]
+    c = client_checks(records, [], None)
+    assert c.send_lag_ms.p90 == pytest.approx(47.0)   # 40 + 0.7 * 10
+    assert c.saturated
+    assert c.reasons == [
+        "requests left late: send lag P90 47 ms > 20 ms (3 of 4 requests)"
+    ]
+
+
+def test_client_cpu_over_the_threshold() -> None:
+    assert not client_checks([], [], 0.9).saturated
+    c = client_checks([], [], 0.95)
+    assert c.saturated
+    assert c.reasons == ["client CPU 0.95 cores > 0.9 (one Python thread is the limit)"]
+
+
+def test_every_reason_at_once() -> None:
+    records = [_rec(i, 0.0, 0.1, 0.1) for i in range(5)]   # all 100 ms late
+    c = client_checks(records, [80.0] * 20, 1.4)
+    assert c.saturated
+    assert c.reasons == [
+        "event-loop lag P99 80 ms > 50 ms (max 80 ms over 20 probes)",
+        "requests left late: send lag P90 100 ms > 20 ms (5 of 5 requests)",
+        "client CPU 1.40 cores > 0.9 (one Python thread is the limit)",
+    ]
+    assert ClientChecks.model_validate_json(c.model_dump_json()) == c
