@@ -12,7 +12,7 @@ from vllm_course.config import (
     SyntheticWorkload,
     TraceWorkload,
 )
-from vllm_course.diagnose import Diagnosis, Finding, diagnose
+from vllm_course.diagnosis import Diagnosis, Finding, diagnose
 from vllm_course.experiment import run_experiment
 from vllm_course.loadgen import run_load
 from vllm_course.metrics import Dist, RunSummary, summarize

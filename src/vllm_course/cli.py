@@ -129,7 +129,7 @@ def _execute(config, results_root: str) -> None:
         raise SystemExit(130) from None
     click.echo(result.report())
     if result.summary is not None and result.summary.completed:
-        from vllm_course.diagnose import diagnose
+        from vllm_course.diagnosis import diagnose
 
         click.echo("\n" + diagnose(result).report())
     if result.path:
@@ -204,7 +204,7 @@ def demo(results_root: str, num_requests: int | None) -> None:
 @click.argument("result_dir", type=click.Path(exists=True, file_okay=False))
 def diagnose_cmd(result_dir: str) -> None:
     """Name the layer that limited a saved run, with evidence numbers and knobs to try."""
-    from vllm_course.diagnose import diagnose
+    from vllm_course.diagnosis import diagnose
 
     if not (Path(result_dir) / "summary.json").exists():
         raise click.ClickException(

@@ -57,7 +57,7 @@ def cross_checks(
     """Compare what the client saw with what the server counted.
 
     Client vs server output tokens (Δ``vllm:generation_tokens_total``), requested vs served
-    prompt lengths, client vs server mean TTFT (a gap above :data:`TTFT_GAP_MS` and 25 % of the
+    prompt lengths, client vs server mean TTFT (a gap above :data:`TTFT_GAP_MS` and 50 % of the
     server's mean gets a warning: queueing in the client or on the network), and ``client``'s
     self-check verdict (a warning when the client limited the run).
     """
@@ -83,7 +83,7 @@ def cross_checks(
     server_hist = server.latency_ms.get("ttft") if server else None
     server_ttft = server_hist.mean if server_hist is not None else None
     gap = None if client_ttft is None or server_ttft is None else client_ttft - server_ttft
-    if gap is not None and gap > TTFT_GAP_MS and gap > 0.25 * server_ttft:
+    if gap is not None and gap > TTFT_GAP_MS and gap > 0.5 * server_ttft:
         warnings.append(
             f"client mean TTFT {client_ttft:.0f} ms is {gap:.0f} ms above the server's "
             f"{server_ttft:.0f} ms (vllm:time_to_first_token_seconds): time the server's clock "

@@ -184,8 +184,13 @@ async def scrape(client: httpx.AsyncClient, base_url: str = "") -> Snapshot:
     resp = await client.get(f"{base_url}/metrics")
     resp.raise_for_status()
     t = time.time()
-    # parsing takes milliseconds of pure Python: keep it off the event loop that times requests
-    return await asyncio.to_thread(parse, vllm_lines(resp.text), t)
+    # filtering and parsing take milliseconds of pure Python: keep them off the event loop that
+    # times requests
+    return await asyncio.to_thread(_parse_exposition, resp.content, t)
+
+
+def _parse_exposition(body: bytes, t: float) -> Snapshot:
+    return parse(vllm_lines(body.decode("utf-8", "replace")), t)
 
 
 # the families a run summary reads (deprecated aliases included), by base name (no ``_total``,

@@ -12,9 +12,13 @@ the client's delay). Three measurements say whether that happened:
 * **client CPU**: CPU time of this process per second of the run (1.0 = one core busy).
 
 The client is flagged as limiting the run (:attr:`ClientChecks.saturated`) when any of the
-thresholds below is crossed. They were set from runs on a 2-core machine: a healthy client at
-8-16 req/s stays under 5 ms of P99 loop lag and 2 ms of P90 send lag; a client doing 5 ms of work
-per chunk goes far past both.
+thresholds below is crossed. They look at the typical probe and request (P90 loop lag, P50 send
+lag), not the worst: on a small shared machine the OS now and then stalls every process for a
+few hundred ms, server included, and that is not the client limiting the run (such stalls are
+reported in :attr:`ClientChecks.notes`). Set from runs on the 2-core CI machine against the
+tiny CPU model: a healthy client at 4 req/s had P90 loop lag <= 1.3 ms and P50 send lag <= 1 ms
+(P99 loop lag up to 141 ms from OS stalls); a client doing 5 ms of work per chunk at 10 req/s
+had P90 loop lag 784 ms and P50 send lag 320 ms.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from vllm_course.metrics import Dist
@@ -31,10 +34,12 @@ from vllm_course.records import RequestRecord
 
 LAG_PROBE_S = 0.01
 """The loop-lag probe's sleep (s)."""
-LOOP_LAG_P99_MS = 50.0
-"""P99 event-loop lag above this (ms) means the loop could not serve chunks on time."""
-SEND_LAG_P90_MS = 20.0
-"""P90 send lag above this (ms) means requests left measurably later than scheduled."""
+LOOP_LAG_P90_MS = 20.0
+"""P90 event-loop lag above this (ms): the loop was late for chunks and sends much of the time."""
+SEND_LAG_P50_MS = 20.0
+"""P50 send lag above this (ms): most requests left measurably later than scheduled."""
+STALL_NOTE_MS = 50.0
+"""A P99 loop lag above this (ms) without saturation is noted as sporadic stalls."""
 CLIENT_CPU_CORES = 0.9
 """Client CPU above this (cores) means the single-threaded client is near its limit."""
 
@@ -84,6 +89,7 @@ class ClientChecks(BaseModel):
         cpu_cores: this process's CPU use during the run.
         saturated: True if a threshold was crossed: the client, not the server, limited the run.
         reasons: the crossed thresholds, with numbers, for a person.
+        notes: milder observations (sporadic stalls of the whole machine), for a person.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -93,6 +99,7 @@ class ClientChecks(BaseModel):
     cpu_cores: float | None = None
     saturated: bool = False
     reasons: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
 
 
 def client_checks(
@@ -115,22 +122,29 @@ def client_checks(
     ])
     lag = Dist.of(list(lags_ms))
     reasons = []
-    if lag.p99 is not None and lag.p99 > LOOP_LAG_P99_MS:
+    if lag.p90 is not None and lag.p90 > LOOP_LAG_P90_MS:
         reasons.append(
-            f"event-loop lag P99 {lag.p99:.0f} ms > {LOOP_LAG_P99_MS:.0f} ms "
-            f"(max {lag.max:.0f} ms over {lag.n} probes)"
+            f"event-loop lag P90 {lag.p90:.0f} ms > {LOOP_LAG_P90_MS:.0f} ms "
+            f"(P99 {lag.p99:.0f} ms, max {lag.max:.0f} ms over {lag.n} probes)"
         )
-    if send_lag.p90 is not None and send_lag.p90 > SEND_LAG_P90_MS:
-        late = int(np.sum(np.asarray([
-            (r.dispatched_s - r.scheduled_s) * 1000.0 for r in measured
-        ]) > SEND_LAG_P90_MS))
+    if send_lag.p50 is not None and send_lag.p50 > SEND_LAG_P50_MS:
+        late = sum(
+            (r.dispatched_s - r.scheduled_s) * 1000.0 > SEND_LAG_P50_MS for r in measured
+        )
         reasons.append(
-            f"requests left late: send lag P90 {send_lag.p90:.0f} ms > {SEND_LAG_P90_MS:.0f} ms "
-            f"({late} of {send_lag.n} requests)"
+            f"requests left late: send lag P50 {send_lag.p50:.0f} ms > {SEND_LAG_P50_MS:.0f} ms "
+            f"(P90 {send_lag.p90:.0f} ms; {late} of {send_lag.n} requests > "
+            f"{SEND_LAG_P50_MS:.0f} ms)"
         )
     if cpu_cores is not None and cpu_cores > CLIENT_CPU_CORES:
         reasons.append(
             f"client CPU {cpu_cores:.2f} cores > {CLIENT_CPU_CORES} (one Python thread is the limit)"
+        )
+    notes = []
+    if not reasons and lag.p99 is not None and lag.p99 > STALL_NOTE_MS:
+        notes.append(
+            f"sporadic stalls: event-loop lag P99 {lag.p99:.0f} ms, max {lag.max:.0f} ms (the OS "
+            "paused this process now and then; requests in flight then were timed late)"
         )
     return ClientChecks(
         loop_lag_ms=lag,
@@ -139,4 +153,5 @@ def client_checks(
         cpu_cores=cpu_cores,
         saturated=bool(reasons),
         reasons=reasons,
+        notes=notes,
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from vllm_course import diagnose as dg
+from vllm_course import diagnosis as dg
 from vllm_course import selfcheck
 from vllm_course.cli import main
 from vllm_course.config import LoadSpec, RunConfig, ServerConfig, SyntheticWorkload
@@ -81,7 +81,7 @@ def test_one_running_sequence_is_a_concurrency_cap(pool, tmp_path):
     text = _cli_diagnosis(result)
     assert _first(text) == "concurrency cap reached (max_num_seqs)", text
     assert "running at max_num_seqs = 1 (flag)" in text
-    assert f"waiting peak {m.num_requests_waiting_peak:.0f}" in text
+    assert f"(peak {m.num_requests_waiting_peak:.0f})" in text
 
 
 def test_small_token_budget_with_long_prompts_is_saturated(pool, tmp_path):
@@ -122,12 +122,12 @@ def test_heavy_per_chunk_work_saturates_the_client(pool, tmp_path):
                   on_chunk=_slow_chunk, rate_rps=10.0)
     c = result.client
     assert c.saturated
-    assert c.loop_lag_ms.p99 > selfcheck.LOOP_LAG_P99_MS
-    assert c.send_lag_ms.p90 > selfcheck.SEND_LAG_P90_MS     # requests left late
+    assert c.loop_lag_ms.p90 > selfcheck.LOOP_LAG_P90_MS
+    assert c.send_lag_ms.p50 > selfcheck.SEND_LAG_P50_MS     # most requests left late
     text = _cli_diagnosis(result)
     assert _first(text) == "client saturated", text
-    assert f"event-loop lag P99 {c.loop_lag_ms.p99:.0f} ms > 50 ms" in text
-    assert f"send lag P90 {c.send_lag_ms.p90:.0f} ms > 20 ms" in text
+    assert f"event-loop lag P90 {c.loop_lag_ms.p90:.0f} ms > 20 ms" in text
+    assert f"send lag P50 {c.send_lag_ms.p50:.0f} ms > 20 ms" in text
     assert any("the client, not the server, limited this run" in w for w in result.checks.warnings)
 
 
@@ -141,12 +141,13 @@ def test_a_well_sized_run_has_no_bottleneck(pool, tmp_path):
     text = _cli_diagnosis(result)
     assert _first(text) == "no bottleneck: the load was too light", text
     assert "preemptions 0" in text
-    # the cross-check of client against server TTFT stays small without a queue in the client
-    assert abs(result.checks.ttft_gap_ms) < 50
+    # the client's TTFT agrees with the server's histogram: no TTFT-gap warning
+    assert result.checks.ttft_gap_ms is not None
+    assert not any("TTFT" in w for w in result.checks.warnings), result.checks.warnings
 
 
 def test_run_folder_has_time_series_and_plots(pool, tmp_path):
-    result = _run(pool, tmp_path, "files", DEFAULT, n=8, isl=64, osl=16, rate_rps=8.0)
+    result = _run(pool, tmp_path, "files", DEFAULT, n=16, isl=64, osl=16, rate_rps=4.0)
     series = result.timeseries()
     assert len(series.points) >= 3
     assert series.points[0].t_s < 0 <= series.points[1].t_s          # before, then in-run

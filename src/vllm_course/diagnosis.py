@@ -10,7 +10,7 @@ prefill are on by default, ``--max-model-len`` does not size the KV cache.
 Rules, in the order they are checked (thresholds are the module constants):
 
 1. **client saturated** (client / I/O path): the client's self-checks crossed a threshold
-   (:mod:`vllm_course.selfcheck`: event-loop lag P99 > 50 ms, send lag P90 > 20 ms, or client
+   (:mod:`vllm_course.selfcheck`: event-loop lag P90 > 20 ms, send lag P50 > 20 ms, or client
    CPU > 0.9 cores). Checked first: a late client distorts every other number.
 2. **KV cache exhausted** (memory): preemptions > 0 and KV cache usage peak >= :data:`KV_FULL`.
 3. **step token budget saturated** (scheduling): mean tokens per engine step >=
@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from vllm_course import metrics
+from vllm_course import metrics, selfcheck
 from vllm_course.records import RequestRecord
 from vllm_course.results import RunResult
 
@@ -196,8 +196,8 @@ def _client_saturated(run: _Run) -> Finding | None:
     evidence = list(c.reasons)
     evidence.append(
         f"client CPU {_fmt(c.cpu_cores, '.2f')} cores; event-loop lag P50 "
-        f"{_fmt(c.loop_lag_ms.p50, '.1f')} ms, max {_fmt(c.loop_lag_ms.max)} ms; send lag P90 "
-        f"{_fmt(c.send_lag_ms.p90, '.1f')} ms"
+        f"{_fmt(c.loop_lag_ms.p50, '.1f')} ms, max {_fmt(c.loop_lag_ms.max)} ms; send lag P50 "
+        f"{_fmt(c.send_lag_ms.p50, '.1f')} ms, P90 {_fmt(c.send_lag_ms.p90, '.1f')} ms"
     )
     if c.cpu_cores is not None and c.cpu_cores < 0.5:
         evidence.append(
@@ -213,7 +213,8 @@ def _client_saturated(run: _Run) -> Finding | None:
         key="client_saturated",
         title="client saturated",
         layer="client",
-        rule="event-loop lag P99 > 50 ms, send lag P90 > 20 ms or client CPU > 0.9 cores",
+        rule=(f"event-loop lag P90 > {selfcheck.LOOP_LAG_P90_MS:g} ms, send lag P50 > "
+              f"{selfcheck.SEND_LAG_P50_MS:g} ms or client CPU > {selfcheck.CLIENT_CPU_CORES} cores"),
         evidence=evidence,
         knobs=[
             "remove per-chunk work from the measuring client (printing, detokenizing, plotting)",
@@ -353,8 +354,10 @@ def _stalls(run: _Run) -> tuple[int, int, int, float] | None:
 
 def _prefill_interference(run: _Run) -> Finding | None:
     s = run.s
-    if s is None or not s.itl_ms.p50 or s.itl_ms.p99 is None:
+    if s is None or not s.itl_ms.p50 or s.itl_ms.p99 is None or not s.itl_ms.mean:
         return None
+    if s.itl_ms.p50 < 0.2 * s.itl_ms.mean:
+        return None   # chunks arrived in bunches: the client's gaps do not show the server's steps
     spread = s.itl_ms.p99 / s.itl_ms.p50
     found = _stalls(run)
     if spread < ITL_SPREAD or found is None:
