@@ -11,11 +11,13 @@ the client's delay). Three measurements say whether that happened:
   not lag and is reported apart as ``slot_wait_ms``;
 * **client CPU**: CPU time of this process per second of the run (1.0 = one core busy).
 
-The client is flagged as limiting the run (:attr:`ClientChecks.saturated`) when any of the
-thresholds below is crossed. They look at the typical probe and request (P90 loop lag, P50 send
-lag), not the worst: on a small shared machine the OS now and then stalls every process for a
-few hundred ms, server included, and that is not the client limiting the run (such stalls are
-reported in :attr:`ClientChecks.notes`). Set from runs on the 2-core CI machine against the
+The client is flagged as limiting the run (:attr:`ClientChecks.saturated`) when its CPU use is
+above :data:`CLIENT_CPU_CORES`, or when its loop or its sends were late (P90 loop lag above
+:data:`LOOP_LAG_P90_MS`, P50 send lag above :data:`SEND_LAG_P50_MS`) while it was busy (CPU at
+least :data:`CLIENT_BUSY_CORES`). The thresholds look at the typical probe and request, not the
+worst: on a small shared machine the OS now and then stalls every process for a few hundred ms,
+server included, and that is not the client limiting the run. A late but idle client was starved
+by other processes; both cases are reported in :attr:`ClientChecks.notes` instead. Set from runs on the 2-core CI machine against the
 tiny CPU model: a healthy client at 4 req/s had P90 loop lag <= 1.3 ms and P50 send lag <= 1 ms
 (P99 loop lag up to 141 ms from OS stalls); a client doing 5 ms of work per chunk at 10 req/s
 had P90 loop lag 784 ms and P50 send lag 320 ms.
@@ -38,10 +40,17 @@ LOOP_LAG_P90_MS = 20.0
 """P90 event-loop lag above this (ms): the loop was late for chunks and sends much of the time."""
 SEND_LAG_P50_MS = 20.0
 """P50 send lag above this (ms): most requests left measurably later than scheduled."""
+CLIENT_BUSY_CORES = 0.5
+"""A late loop or late sends count as the client's own limit only if it used at least this much
+CPU (cores); a late client that was mostly idle was starved by other processes (a note)."""
 STALL_NOTE_MS = 50.0
 """A P99 loop lag above this (ms) without saturation is noted as sporadic stalls."""
 CLIENT_CPU_CORES = 0.9
 """Client CPU above this (cores) means the single-threaded client is near its limit."""
+
+
+def _cores(v: float | None) -> str:
+    return "CPU not measured" if v is None else f"{v:.2f} cores"
 
 
 class LoopLagMonitor:
@@ -121,27 +130,37 @@ def client_checks(
         max(0.0, r.sent_s - r.dispatched_s) * 1000.0 for r in measured if r.sent_s is not None
     ])
     lag = Dist.of(list(lags_ms))
-    reasons = []
+    late = []
     if lag.p90 is not None and lag.p90 > LOOP_LAG_P90_MS:
-        reasons.append(
+        late.append(
             f"event-loop lag P90 {lag.p90:.0f} ms > {LOOP_LAG_P90_MS:.0f} ms "
             f"(P99 {lag.p99:.0f} ms, max {lag.max:.0f} ms over {lag.n} probes)"
         )
     if send_lag.p50 is not None and send_lag.p50 > SEND_LAG_P50_MS:
-        late = sum(
+        n_late = sum(
             (r.dispatched_s - r.scheduled_s) * 1000.0 > SEND_LAG_P50_MS for r in measured
         )
-        reasons.append(
+        late.append(
             f"requests left late: send lag P50 {send_lag.p50:.0f} ms > {SEND_LAG_P50_MS:.0f} ms "
-            f"(P90 {send_lag.p90:.0f} ms; {late} of {send_lag.n} requests > "
+            f"(P90 {send_lag.p90:.0f} ms; {n_late} of {send_lag.n} requests > "
             f"{SEND_LAG_P50_MS:.0f} ms)"
         )
+    busy = cpu_cores is not None and cpu_cores >= CLIENT_BUSY_CORES
+    reasons = list(late) if busy else []
     if cpu_cores is not None and cpu_cores > CLIENT_CPU_CORES:
         reasons.append(
             f"client CPU {cpu_cores:.2f} cores > {CLIENT_CPU_CORES} (one Python thread is the limit)"
         )
+    elif busy and late:
+        reasons.append(f"client CPU {cpu_cores:.2f} cores >= {CLIENT_BUSY_CORES}")
     notes = []
-    if not reasons and lag.p99 is not None and lag.p99 > STALL_NOTE_MS:
+    if late and not busy:
+        notes.append(
+            "the client ran late while using little CPU "
+            f"({_cores(cpu_cores)}): the OS gave its time to other processes (the server "
+            "included), so requests in flight then were timed late: " + "; ".join(late)
+        )
+    elif not late and lag.p99 is not None and lag.p99 > STALL_NOTE_MS:
         notes.append(
             f"sporadic stalls: event-loop lag P99 {lag.p99:.0f} ms, max {lag.max:.0f} ms (the OS "
             "paused this process now and then; requests in flight then were timed late)"

@@ -72,11 +72,12 @@ def test_tiny_kv_cache_is_exhausted(pool, tmp_path):
 
 
 def test_one_running_sequence_is_a_concurrency_cap(pool, tmp_path):
-    result = _run(pool, tmp_path, "one-seq", ONE_SEQ, n=12, isl=64, osl=32)
+    result = _run(pool, tmp_path, "one-seq", ONE_SEQ, n=20, isl=64, osl=48)
     m = result.server_metrics
     assert result.startup["max_num_seqs"] == 1
     assert m.num_requests_running_peak == 1
-    assert m.num_requests_waiting_peak >= 6        # the burst queues on the server
+    assert m.num_requests_waiting_peak >= 10       # the burst queues on the server
+    assert m.samples >= 3
     assert m.kv_cache_usage_peak < 0.05            # while the KV cache is all but empty
     text = _cli_diagnosis(result)
     assert _first(text) == "concurrency cap reached (max_num_seqs)", text
@@ -98,7 +99,7 @@ def test_small_token_budget_with_long_prompts_is_saturated(pool, tmp_path):
 
 
 def test_one_request_in_flight_is_a_client_limit_not_saturation(pool, tmp_path):
-    result = _run(pool, tmp_path, "client-c1", DEFAULT, n=12, isl=128, osl=32, max_concurrency=1)
+    result = _run(pool, tmp_path, "client-c1", DEFAULT, n=16, isl=128, osl=48, max_concurrency=1)
     m, c = result.server_metrics, result.client
     assert m.num_requests_running_peak <= 1
     assert m.num_requests_waiting_peak == 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
+import time
 
 import httpx
 import pytest
@@ -326,6 +328,59 @@ def test_scrape_through_a_client() -> None:
 
     snap = asyncio.run(go())
     assert snap.values["vllm:generation_tokens_total"] == 140.0
+    # only the families a summary reads are parsed (vllm_lines): no python_gc_* here
+    assert "python_gc_objects_collected_total" not in snap.values
+    assert snap.buckets["vllm:time_to_first_token_seconds"] == {0.01: 1.0, 0.1: 6.0, math.inf: 7.0}
+
+
+def test_scrape_filters_and_parses_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[bool, str, float]] = []
+    real_parse, real_lines = prom.parse, prom.vllm_lines
+    filtered_on: list[bool] = []
+
+    def spy_parse(text: str, t: float | None = None) -> Snapshot:
+        seen.append((threading.current_thread() is threading.main_thread(), text, t))
+        return real_parse(text, t)
+
+    def spy_lines(text: str, families: frozenset[str] = prom.FAMILIES) -> str:
+        filtered_on.append(threading.current_thread() is threading.main_thread())
+        return real_lines(text, families)
+
+    monkeypatch.setattr(prom, "parse", spy_parse)
+    monkeypatch.setattr(prom, "vllm_lines", spy_lines)
+
+    async def go() -> Snapshot:
+        async with httpx.AsyncClient(
+            transport=httpx.MockTransport(lambda r: httpx.Response(200, text=BEFORE)),
+            base_url="http://test",
+        ) as c:
+            return await scrape(c)
+
+    start = time.time()
+    snap = asyncio.run(go())
+    # asyncio.run runs the loop on this (the main) thread: both steps ran on another one
+    assert filtered_on == [False]
+    assert len(seen) == 1
+    on_main, text, t = seen[0]
+    assert not on_main
+    assert "python_gc" not in text and "vllm:generation_tokens_total" in text
+    # the scrape's time is taken when the answer came, before parsing
+    assert start <= t == snap.t <= time.time()
+    assert snap.values["vllm:generation_tokens_total"] == 140.0
+
+
+def test_parse_exposition_decodes_bytes_leniently() -> None:
+    body = (
+        b"# HELP vllm:num_requests_running caf\xe9 (latin-1, not UTF-8)\n"
+        b"# TYPE vllm:num_requests_running gauge\n"
+        b'vllm:num_requests_running{engine="0"} 2\n'
+        b'vllm:num_requests_running{engine="1"} 3\n'
+        b"process_cpu_seconds_total 9.5\n"
+    )
+    snap = prom._parse_exposition(body, 7.0)
+    assert snap.t == 7.0
+    assert snap.values == {"vllm:num_requests_running": 5.0}
+    assert snap.buckets == {}
 
 
 def test_scrape_error_status_raises() -> None:

@@ -190,6 +190,50 @@ def test_current_names_win_over_deprecated_ones_without_a_warning() -> None:
     assert m.deprecated_names == []
 
 
+def test_only_the_deprecated_names_actually_read_are_listed() -> None:
+    # current KV name, but ITL only under its deprecated name (mixed, as in a transition release)
+    text = expo(kv=0.25) + "\n".join(
+        _hist("vllm:time_per_output_token_seconds", {0.01: 3, INF: 4}, 0.05)
+    ) + "\n"
+    before = parse(expo(kv=0.0) + "\n".join(
+        _hist("vllm:time_per_output_token_seconds", {0.01: 1, INF: 1}, 0.005)
+    ) + "\n")
+    after = parse(text)
+    with pytest.warns(UserWarning) as caught:
+        m = summarize_window(before, after, [])
+    assert [str(w.message) for w in caught] == [
+        "server exposes deprecated vllm:time_per_output_token_seconds; read as "
+        "vllm:inter_token_latency_seconds"
+    ]
+    assert m.deprecated_names == ["vllm:time_per_output_token_seconds"]
+    assert m.kv_cache_usage_peak == 0.25
+    assert m.latency_ms["itl"].count == 3
+    assert m.latency_ms["itl"].mean == pytest.approx(15.0)   # 0.045 s over 3 gaps, in ms
+
+
+def test_a_histogram_in_only_one_scrape_has_no_window_delta() -> None:
+    with_hists = parse(expo(
+        ttft=({0.1: 4, INF: 5}, 0.6),
+        steps=({8: 10, INF: 12}, 90),
+    ), t=10.0)
+    without = parse(expo(), t=0.0)
+    assert prom._hist_delta(without, with_hists, "vllm:time_to_first_token_seconds") is None
+    assert prom._hist_delta(with_hists, without, "vllm:time_to_first_token_seconds") is None
+    assert prom._hist_delta(without, without, "vllm:time_to_first_token_seconds") is None
+    both = prom._hist_delta(with_hists, with_hists, "vllm:time_to_first_token_seconds")
+    assert both == prom.Histogram(buckets=[(0.1, 0.0), (INF, 0.0)], sum=0.0, count=0.0)
+    # the histogram appeared after the first scrape (e.g. a counter created at the first
+    # request): its totals since the server started are not this window's
+    for before, after in ((without, with_hists), (with_hists, without)):
+        m = summarize_window(before, after, [])
+        assert m.latency_ms == {}
+        assert m.engine_steps is None and m.tokens_per_step_mean is None
+    # nor an interval's tokens per step in the time series
+    points = time_series([without, with_hists], start_t=0.0).points
+    assert (points[1].tokens_per_step, points[1].steps_per_s) == (None, None)
+    assert points[1].generation_tok_s == 0.0
+
+
 # -- time_series ----------------------------------------------------------------------------
 
 
