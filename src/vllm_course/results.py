@@ -42,7 +42,7 @@ class Checks(BaseModel):
         client_ttft_mean_ms: mean TTFT of the completed measured requests, as the client saw it.
         server_ttft_mean_ms: mean of the server's ``vllm:time_to_first_token_seconds`` over the
             run window (from the API server's arrival time: no network, no client queue).
-        ttft_gap_ms: client minus server mean TTFT; above :data:`TTFT_GAP_MS` (and a quarter of
+        ttft_gap_ms: client minus server mean TTFT; above :data:`TTFT_GAP_MS` (and half of
             the server's mean) it points to queueing in the client or on the network path.
         warnings: sentences for a person; empty when everything agrees.
     """

@@ -12,6 +12,7 @@ from vllm_course.config import SLO, LoadSpec, RunConfig
 from vllm_course.prom import ServerMetrics
 from vllm_course.records import RequestRecord
 from vllm_course.results import SCHEMA_VERSION, Checks, RunResult, read_records
+from vllm_course.selfcheck import client_checks
 
 
 def _record(index: int, ttft: float, gap: float, n: int = 3, **kw) -> RequestRecord:
@@ -205,6 +206,16 @@ def test_report_with_server_metrics_and_warnings() -> None:
     assert "peak running 2, waiting 0, KV cache 12.5%, preemptions 2" in report
     assert "warning" in report and "mismatch!" in report
     assert "stopped early" in report and "the vLLM server died" in report
+
+
+def test_report_shows_the_client_checks_and_their_notes() -> None:
+    stalled = client_checks([], [1.0] * 95 + [200.0] * 5, 0.25)   # P90 1 ms, P99 200 ms
+    rows = _result(client=stalled).rows()
+    assert ("client", "loop lag P90 1.0 ms, send lag P50 n/a ms, CPU 0.25 cores") in rows
+    assert ("note", "sporadic stalls: event-loop lag P99 200 ms, max 200 ms (the OS paused this "
+                    "process now and then; requests in flight then were timed late)") in rows
+    healthy = _result(client=client_checks([], [1.0] * 10, 0.25)).rows()
+    assert not any(k == "note" for k, _ in healthy)
 
 
 def test_report_without_summary() -> None:

@@ -10,6 +10,7 @@ import pytest
 from vllm_course.metrics import Dist
 from vllm_course.records import RequestRecord
 from vllm_course.selfcheck import (
+    CLIENT_BUSY_CORES,
     CLIENT_CPU_CORES,
     LAG_PROBE_S,
     LOOP_LAG_P90_MS,
@@ -92,15 +93,23 @@ def _rec(i: int, scheduled: float, dispatched: float | None, sent: float | None,
 
 
 def test_thresholds() -> None:
-    assert (LOOP_LAG_P90_MS, SEND_LAG_P50_MS, STALL_NOTE_MS, CLIENT_CPU_CORES) == (
-        20.0, 20.0, 50.0, 0.9
-    )
+    assert (
+        LOOP_LAG_P90_MS, SEND_LAG_P50_MS, CLIENT_BUSY_CORES, STALL_NOTE_MS, CLIENT_CPU_CORES
+    ) == (20.0, 20.0, 0.5, 50.0, 0.9)
 
 
 def _stall_note(p99: float, mx: float) -> str:
     return (
         f"sporadic stalls: event-loop lag P99 {p99:.0f} ms, max {mx:.0f} ms (the OS paused this "
         "process now and then; requests in flight then were timed late)"
+    )
+
+
+def _starved_note(cores: str, *late: str) -> str:
+    return (
+        f"the client ran late while using little CPU ({cores}): the OS gave its time to other "
+        "processes (the server included), so requests in flight then were timed late: "
+        + "; ".join(late)
     )
 
 
@@ -142,92 +151,126 @@ def test_nothing_measured() -> None:
 
 # -- event-loop lag: P90 decides, a high P99 alone is a note --------------------------------
 
+MOSTLY_LATE = [1.0] * 5 + [100.0] * 95   # the loop was late most of the time: P90 = P99 = 100
+LOOP_REASON = "event-loop lag P90 100 ms > 20 ms (P99 100 ms, max 100 ms over 100 probes)"
+
 
 def test_a_few_big_lags_are_a_note_not_saturation() -> None:
     # 5 probes of 100 woke 200 ms late (the OS paused the process): P90 1 ms, P99 200 ms
     lags = [1.0] * 95 + [200.0] * 5
-    c = client_checks([], lags, 0.3)
-    assert c.loop_lag_ms.p90 == pytest.approx(1.0)
-    assert c.loop_lag_ms.p99 == pytest.approx(200.0)
-    assert not c.saturated
-    assert c.reasons == []
-    assert c.notes == [_stall_note(200, 200)]
+    for cores in (0.3, 0.7):   # busy or not: a high P99 alone never saturates
+        c = client_checks([], lags, cores)
+        assert c.loop_lag_ms.p90 == pytest.approx(1.0)
+        assert c.loop_lag_ms.p99 == pytest.approx(200.0)
+        assert not c.saturated
+        assert c.reasons == []
+        assert c.notes == [_stall_note(200, 200)]
 
 
-def test_lags_mostly_high_saturate_the_client() -> None:
-    lags = [1.0] * 5 + [100.0] * 95   # the loop was late most of the time
-    c = client_checks([], lags, None)
+def test_lags_mostly_high_saturate_a_busy_client() -> None:
+    c = client_checks([], MOSTLY_LATE, 0.6)
     assert c.loop_lag_ms.p90 == pytest.approx(100.0)
     assert c.saturated
-    assert c.reasons == [
-        "event-loop lag P90 100 ms > 20 ms (P99 100 ms, max 100 ms over 100 probes)"
-    ]
-    # saturated: the high P99 is part of the reason, not a separate note
+    assert c.reasons == [LOOP_REASON, "client CPU 0.60 cores >= 0.5"]
+    # saturated by lag: the high P99 is part of the reason, not a separate note
     assert c.notes == []
+
+
+def test_lags_mostly_high_in_an_idle_client_are_a_note() -> None:
+    # late but nearly idle: other processes had the CPU, the client itself was not the limit
+    c = client_checks([], MOSTLY_LATE, 0.3)
+    assert not c.saturated and c.reasons == []
+    assert c.notes == [_starved_note("0.30 cores", LOOP_REASON)]
+    # without a CPU measurement the client is not taken to be busy either
+    unknown = client_checks([], MOSTLY_LATE, None)
+    assert not unknown.saturated and unknown.reasons == []
+    assert unknown.notes == [_starved_note("CPU not measured", LOOP_REASON)]
+
+
+def test_busy_means_at_least_half_a_core() -> None:
+    at = client_checks([], MOSTLY_LATE, CLIENT_BUSY_CORES)
+    assert at.saturated
+    assert at.reasons == [LOOP_REASON, "client CPU 0.50 cores >= 0.5"]
+    under = client_checks([], MOSTLY_LATE, 0.49)
+    assert not under.saturated
+    assert under.notes == [_starved_note("0.49 cores", LOOP_REASON)]
 
 
 def test_loop_lag_p90_just_over_the_threshold() -> None:
     lags = [1.0] * 80 + [30.0] * 20   # P90 (linear, rank 89.1) = 30, P99 = 30
-    c = client_checks([], lags, None)
+    c = client_checks([], lags, 0.8)
     assert c.loop_lag_ms.p90 == pytest.approx(30.0)
     assert c.saturated
-    assert c.reasons == ["event-loop lag P90 30 ms > 20 ms (P99 30 ms, max 30 ms over 100 probes)"]
+    assert c.reasons == [
+        "event-loop lag P90 30 ms > 20 ms (P99 30 ms, max 30 ms over 100 probes)",
+        "client CPU 0.80 cores >= 0.5",
+    ]
     assert c.notes == []
 
 
 def test_loop_lag_at_the_thresholds_is_fine() -> None:
-    c = client_checks([], [20.0] * 10, None)   # P90 == 20 ms: not over
+    c = client_checks([], [20.0] * 10, 0.8)   # P90 == 20 ms: not over
     assert c.loop_lag_ms.p90 == 20.0
     assert not c.saturated and c.reasons == [] and c.notes == []
     # P99 exactly 50 ms (rank 98.01 of 100 lands on a 50): no note; 51 ms: a note
-    at = client_checks([], [1.0] * 90 + [50.0] * 10, None)
+    at = client_checks([], [1.0] * 90 + [50.0] * 10, 0.8)
     assert at.loop_lag_ms.p90 == pytest.approx(5.9)     # 1 + 0.1 * 49
     assert at.loop_lag_ms.p99 == pytest.approx(STALL_NOTE_MS)
     assert not at.saturated and at.notes == []
-    over = client_checks([], [1.0] * 90 + [51.0] * 10, None)
+    over = client_checks([], [1.0] * 90 + [51.0] * 10, 0.8)
     assert not over.saturated
     assert over.notes == [_stall_note(51, 51)]
 
 
-def test_a_saturated_client_gets_no_stall_note() -> None:
-    # CPU alone saturates; the sporadic stalls are then not noted apart
+def test_a_cpu_bound_client_with_sporadic_stalls_gets_both() -> None:
+    # CPU alone saturates; the loop was on time apart from a few stalls, which are noted
     c = client_checks([], [1.0] * 95 + [300.0] * 5, 0.95)
     assert c.saturated
     assert c.reasons == ["client CPU 0.95 cores > 0.9 (one Python thread is the limit)"]
-    assert c.notes == []
+    assert c.notes == [_stall_note(300, 300)]
 
 
 # -- send lag: P50 decides ------------------------------------------------------------------
+
+SEND_REASON = "requests left late: send lag P50 35 ms > 20 ms (P90 47 ms; 3 of 4 requests > 20 ms)"
+
+
+def _mostly_late_records() -> list[RequestRecord]:
+    # sends 10, 30, 40 and 50 ms late: P50 35 ms
+    return [_rec(i, 0.0, d, d) for i, d in enumerate([0.01, 0.03, 0.04, 0.05])]
 
 
 def test_a_minority_of_late_requests_is_not_saturation() -> None:
     # 2 of 5 requests left 100 and 200 ms late; the typical one left on time
     lags_s = [0.0, 0.0, 0.0, 0.1, 0.2]
     records = [_rec(i, 1.0, 1.0 + d, 1.0 + d) for i, d in enumerate(lags_s)]
-    c = client_checks(records, [], None)
+    c = client_checks(records, [], 0.8)
     assert c.send_lag_ms.p50 == pytest.approx(0.0)
     assert c.send_lag_ms.p90 == pytest.approx(160.0)   # 100 + 0.6 * 100
     assert not c.saturated and c.reasons == [] and c.notes == []
 
 
-def test_most_requests_late_saturate_the_client() -> None:
-    records = [_rec(i, 0.0, d, d) for i, d in enumerate([0.01, 0.03, 0.04, 0.05])]
-    c = client_checks(records, [], None)
+def test_most_requests_late_saturate_a_busy_client() -> None:
+    c = client_checks(_mostly_late_records(), [], 0.7)
     assert c.send_lag_ms.p50 == pytest.approx(35.0)   # between 30 and 40
     assert c.send_lag_ms.p90 == pytest.approx(47.0)   # 40 + 0.7 * 10
     assert c.saturated
-    assert c.reasons == [
-        "requests left late: send lag P50 35 ms > 20 ms (P90 47 ms; 3 of 4 requests > 20 ms)"
-    ]
+    assert c.reasons == [SEND_REASON, "client CPU 0.70 cores >= 0.5"]
     assert c.notes == []
+
+
+def test_most_requests_late_from_an_idle_client_are_a_note() -> None:
+    c = client_checks(_mostly_late_records(), [], 0.1)
+    assert not c.saturated and c.reasons == []
+    assert c.notes == [_starved_note("0.10 cores", SEND_REASON)]
 
 
 def test_send_lag_p50_at_the_threshold_is_fine() -> None:
     records = [_rec(i, 0.0, 0.02, 0.02) for i in range(3)] + [_rec(3, 0.0, 0.5, 0.5)]
-    c = client_checks(records, [], None)
+    c = client_checks(records, [], 0.8)
     assert c.send_lag_ms.p50 == pytest.approx(SEND_LAG_P50_MS)
     assert c.send_lag_ms.max == pytest.approx(500.0)
-    assert not c.saturated and c.reasons == []
+    assert not c.saturated and c.reasons == [] and c.notes == []
 
 
 def test_client_cpu_over_the_threshold() -> None:
@@ -235,12 +278,14 @@ def test_client_cpu_over_the_threshold() -> None:
     c = client_checks([], [], 0.95)
     assert c.saturated
     assert c.reasons == ["client CPU 0.95 cores > 0.9 (one Python thread is the limit)"]
+    assert c.notes == []
 
 
 def test_every_reason_at_once() -> None:
     records = [_rec(i, 0.0, 0.1, 0.1) for i in range(5)]   # all 100 ms late
     c = client_checks(records, [80.0] * 20, 1.4)
     assert c.saturated
+    # over 0.9 cores: the CPU reason replaces the "busy" one
     assert c.reasons == [
         "event-loop lag P90 80 ms > 20 ms (P99 80 ms, max 80 ms over 20 probes)",
         "requests left late: send lag P50 100 ms > 20 ms (P90 100 ms; 5 of 5 requests > 20 ms)",
@@ -248,6 +293,17 @@ def test_every_reason_at_once() -> None:
     ]
     assert c.notes == []
     assert ClientChecks.model_validate_json(c.model_dump_json()) == c
+
+
+def test_both_kinds_of_lateness_in_one_note() -> None:
+    records = [_rec(i, 0.0, 0.1, 0.1) for i in range(5)]
+    c = client_checks(records, [80.0] * 20, 0.2)
+    assert not c.saturated
+    assert c.notes == [_starved_note(
+        "0.20 cores",
+        "event-loop lag P90 80 ms > 20 ms (P99 80 ms, max 80 ms over 20 probes)",
+        "requests left late: send lag P50 100 ms > 20 ms (P90 100 ms; 5 of 5 requests > 20 ms)",
+    )]
 
 
 def test_notes_survive_json_and_old_checks_load_without_them() -> None:
