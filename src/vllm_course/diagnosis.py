@@ -213,6 +213,12 @@ def _client_saturated(run: _Run) -> Finding | None:
         f"event-loop lag P50 {_fmt(c.loop_lag_ms.p50, '.1f')} ms; the server's own numbers "
         "(its TTFT histogram, its counters) do not include the client's delay"
     )
+    server_tpot = run.server_ms("tpot", "mean")
+    if run.s is not None and run.s.tpot_ms.mean is not None and server_tpot is not None:
+        evidence.append(
+            f"client mean TPOT {run.s.tpot_ms.mean:.1f} ms vs the server's {server_tpot:.1f} ms "
+            "(vllm:request_time_per_output_token_seconds)"
+        )
     if run.result.checks and run.result.checks.ttft_gap_ms is not None:
         evidence.append(
             f"client mean TTFT {_fmt(run.result.checks.client_ttft_mean_ms)} ms vs server "
