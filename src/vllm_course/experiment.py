@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from vllm_course import env, metrics, plots, trace, workload
+from vllm_course.client import ChunkHook
 from vllm_course.config import (
     Endpoint,
     FileWorkload,
@@ -25,15 +26,14 @@ from vllm_course.config import (
     TraceWorkload,
     WorkloadSpec,
 )
-from vllm_course.client import ChunkHook
 from vllm_course.loadgen import ProgressFn, run_load, warm_up
 from vllm_course.pool import ServerPool, default_pool
 from vllm_course.prom import Sampler, ServerMetrics
 from vllm_course.records import RequestRecord
 from vllm_course.results import TTFT_GAP_MS, Checks, RunResult
 from vllm_course.selfcheck import ClientChecks, LoopLagMonitor, client_checks
-from vllm_course.telemetry import Telemetry
 from vllm_course.server import ServerError, VLLMServer
+from vllm_course.telemetry import Telemetry
 from vllm_course.workload import WorkloadError
 
 
