@@ -6,7 +6,6 @@ what chapters call from a notebook cell.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 import re
@@ -320,8 +319,10 @@ async def _measure(
                     on_chunk=on_chunk,
                 )
             if server.alive():
-                # give the server's counters a moment to count the last step before the final scrape
-                await asyncio.sleep(0.3)
+                # the final scrape waits until the server has counted what the client received
+                sampler.expect_generation_tokens = sum(
+                    r.output_tokens if r.success else sum(r.chunk_tokens) for r in result.records
+                )
     finally:
         sink_file.close()
         telemetry.close()

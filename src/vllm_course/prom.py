@@ -476,7 +476,9 @@ class Sampler:
 
     Use as ``async with Sampler(base_url) as sampler: ...``; ``sampler.before``,
     ``sampler.after`` and ``sampler.samples`` hold the snapshots. A failed scrape during the run
-    is skipped (the server may be busy or gone; the run itself reports that). ``telemetry``, if
+    is skipped (the server may be busy or gone; the run itself reports that). Set
+    ``expect_generation_tokens`` before leaving the block to make the final scrape wait (up to
+    ``settle_s`` seconds) until the server has counted that many generated tokens. ``telemetry``, if
     given, is called at every scrape and its values stored in ``Snapshot.telemetry`` (e.g.
     :class:`vllm_course.telemetry.Telemetry`: GPU or server CPU use).
     """
@@ -490,6 +492,8 @@ class Sampler:
         self.samples: list[Snapshot] = []
         self._client = httpx.AsyncClient(base_url=base_url, timeout=10.0)
         self._task: asyncio.Task | None = None
+        self.expect_generation_tokens: float | None = None
+        self.settle_s = 5.0
 
     async def _scrape(self) -> Snapshot:
         snap = await scrape(self._client)
@@ -515,10 +519,31 @@ class Sampler:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         try:
-            self.after = await self._scrape()
+            self.after = await self._final_scrape()
         except httpx.HTTPError:
             self.after = None
         await self._client.aclose()
+
+    async def _final_scrape(self) -> Snapshot:
+        """The last scrape; with :attr:`expect_generation_tokens` set, scrape again (every 0.2 s,
+        up to :attr:`settle_s`) until ``vllm:generation_tokens_total`` has counted them: vLLM's
+        API server updates its counters after it has streamed a step's tokens, and on a busy
+        machine that can lag the client by a second or more."""
+        snap = await self._scrape()
+        expected = self.expect_generation_tokens
+        if expected is None or self.before is None:
+            return snap
+        start = self.before.get("vllm:generation_tokens_total")
+        deadline = time.monotonic() + self.settle_s
+        while (
+            start is not None
+            and (now := snap.get("vllm:generation_tokens_total")) is not None
+            and now - start < expected
+            and time.monotonic() < deadline
+        ):
+            await asyncio.sleep(0.2)
+            snap = await self._scrape()
+        return snap
 
     def summary(self) -> ServerMetrics | None:
         """The window's :class:`ServerMetrics`, or ``None`` if the final scrape failed."""

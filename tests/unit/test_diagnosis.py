@@ -133,8 +133,8 @@ RULE = ("client CPU > 0.9 cores, or event-loop lag P90 > 20 ms or send lag P50 >
 
 
 def _lag_p50_line(p50: str) -> str:
-    return (f"event-loop lag P50 {p50} ms; the server's own numbers (e.g. server TTFT below) do "
-            "not include the client's delay")
+    return (f"event-loop lag P50 {p50} ms; the server's own numbers (its TTFT histogram, its "
+            "counters) do not include the client's delay")
 
 
 def test_client_saturated_comes_first_with_its_numbers(tmp_path: Path) -> None:
@@ -170,7 +170,7 @@ def test_client_saturated_by_cpu_and_send_lag(tmp_path: Path) -> None:
     d = diagnose(_save(tmp_path, records=records, client=busy))
     assert _keys(d) == ["client_saturated"]
     assert d.primary.evidence == [
-        "requests left late: send lag P50 125 ms > 20 ms (P90 125 ms; 8 of 8 requests > 20 ms)",
+        "requests left late: send lag P50 125 ms > 20 ms (P90 125 ms over 8 requests)",
         "client CPU 1.20 cores > 0.9 (one Python thread is the limit)",
         _lag_p50_line("n/a"),   # no loop-lag probes; no cross-checks: no TTFT line
     ]
@@ -191,6 +191,102 @@ def test_sporadic_stalls_alone_are_not_a_saturated_client(tmp_path: Path) -> Non
     assert not stalled.saturated and len(stalled.notes) == 1
     d = diagnose(_save(tmp_path, records=records, client=stalled))
     assert _keys(d) == ["no_bottleneck"]
+
+
+LOOP_REASON = "event-loop lag P90 100 ms > 20 ms (P99 100 ms, max 100 ms over 100 probes)"
+
+
+def test_a_late_client_without_a_cpu_measurement_is_saturated(tmp_path: Path) -> None:
+    records = _records()
+    late = client_checks(records, [1.0] * 5 + [100.0] * 95, None)
+    d = diagnose(_save(tmp_path, records=records, client=late))
+    assert _keys(d) == ["client_saturated"]
+    assert d.primary.evidence == [LOOP_REASON, _lag_p50_line("100.0")]   # no CPU to quote
+
+
+def test_client_saturated_compares_client_and_server_tpot(tmp_path: Path) -> None:
+    records = _records()
+    latency = {"queue": HistogramStats(count=8, mean=2.0),
+               "prefill": HistogramStats(count=8, mean=30.0),
+               "tpot": HistogramStats(count=8, mean=9.84)}
+    run = _save(
+        tmp_path, records=records, client=client_checks(records, [1.0] * 5 + [100.0] * 95, 0.6),
+        server=_server(latency_ms=latency),
+        checks=Checks(client_output_tokens=72, client_ttft_mean_ms=400.0,
+                      server_ttft_mean_ms=120.0, ttft_gap_ms=280.0),
+    )
+    assert run.summary.tpot_ms.mean == 15.625   # 8 gaps of 1/64 s after the first token
+    d = diagnose(run)
+    assert _keys(d) == ["client_saturated"]
+    assert d.primary.evidence == [
+        LOOP_REASON,
+        "client CPU 0.60 cores >= 0.5",
+        _lag_p50_line("100.0"),
+        "client mean TPOT 15.6 ms vs the server's 9.8 ms "
+        "(vllm:request_time_per_output_token_seconds)",
+        "client mean TTFT 400 ms vs server 120 ms",
+    ]
+
+
+def test_client_tpot_line_needs_the_servers_tpot_mean(tmp_path: Path) -> None:
+    records = _records()
+    latency = {"tpot": HistogramStats(count=0)}   # the histogram without a mean
+    run = _save(tmp_path, records=records, server=_server(latency_ms=latency),
+                client=client_checks(records, [1.0] * 5 + [100.0] * 95, 0.6))
+    d = diagnose(run)
+    assert _keys(d) == ["client_saturated"]
+    assert d.primary.evidence == [LOOP_REASON, "client CPU 0.60 cores >= 0.5",
+                                  _lag_p50_line("100.0")]
+
+
+def _stored(send_ms: list[float], *, saturated: bool, reasons: list[str],
+            cpu: float | None = 0.6) -> ClientChecks:
+    """Self-checks as a summary.json saved them (possibly under older thresholds)."""
+    return ClientChecks(loop_lag_ms=Dist.of([1.0] * 100), send_lag_ms=Dist.of(send_ms),
+                        slot_wait_ms=Dist.of([0.0] * len(send_ms)), cpu_cores=cpu,
+                        saturated=saturated, reasons=reasons)
+
+
+def test_diagnose_re_judges_a_saved_saturated_verdict(tmp_path: Path) -> None:
+    # saved as saturated, but its numbers are benign under the current thresholds
+    stored = _stored([0.0] * 8, saturated=True, reasons=["an old rule's reason"])
+    run = _save(tmp_path, client=stored)
+    assert run.client.saturated and run.client.reasons == ["an old rule's reason"]
+    d = diagnose(run)
+    assert _keys(d) == ["no_bottleneck"]
+    assert all("old rule" not in e for f in d.findings for e in f.evidence)
+
+
+def test_diagnose_re_judges_a_saved_unsaturated_verdict(tmp_path: Path) -> None:
+    # saved as fine, but its sends were 125 ms late from a busy client: saturated now
+    stored = _stored([125.0] * 8, saturated=False, reasons=[])
+    d = diagnose(_save(tmp_path, client=stored))
+    assert _keys(d) == ["client_saturated"]
+    assert d.primary.evidence == [
+        "requests left late: send lag P50 125 ms > 20 ms (P90 125 ms over 8 requests)",
+        "client CPU 0.60 cores >= 0.5",
+        _lag_p50_line("1.0"),
+    ]
+
+
+def test_diagnose_judges_send_lag_against_the_runs_mean_ttft(tmp_path: Path) -> None:
+    # the H200 burst: send lag P50 721 ms, saved as saturated under the 20 ms rule
+    old = ["requests left late: send lag P50 721 ms > 20 ms (P90 721 ms; 8 of 8 requests > 20 ms)",
+           "client CPU 0.60 cores >= 0.5"]
+    stored = _stored([721.0] * 8, saturated=True, reasons=old)
+    # first tokens 8 s after sending: 721 ms is under 10 % of the mean TTFT (800 ms)
+    slow = [_req(i, sent=0.25 * i, ttft=8.0) for i in range(8)]
+    queued = _save(tmp_path, "queued", records=slow, client=stored, duration_s=10.0)
+    assert queued.summary.ttft_ms.mean == 8000.0
+    assert _keys(diagnose(queued)) == ["no_bottleneck"]
+    # the same sends with a 125 ms mean TTFT: over the 20 ms floor
+    quick = _save(tmp_path, "quick", client=stored)
+    d = diagnose(quick)
+    assert _keys(d) == ["client_saturated"]
+    assert d.primary.evidence[:2] == [
+        "requests left late: send lag P50 721 ms > 20 ms (P90 721 ms over 8 requests)",
+        "client CPU 0.60 cores >= 0.5",
+    ]
 
 
 # -- 2. KV cache exhausted ------------------------------------------------------------------
@@ -350,23 +446,24 @@ def test_compute_bound_is_dropped_at_the_concurrency_cap(tmp_path: Path) -> None
 # -- 5. prefill interference ----------------------------------------------------------------
 
 
-def _interference_records(long_prompt: int = 1024,
-                          first_chunk: float = 0.34) -> list[RequestRecord]:
-    """4 decoding requests (16-token prompts), a chunk every 10 ms from 0.05 s, each stalled
-    once for 100 ms (0.25 -> 0.35 s); a request with a ``long_prompt``-token prompt sent at
-    0.2 s whose first token came at ``first_chunk``."""
-    decode = [0.05 + 0.01 * k for k in range(21)] + [0.35 + 0.01 * k for k in range(29)]
+def _interference_records(long_prompt: int = 1024, first_chunk: float = 0.34,
+                          long_sent: float = 0.2, long_chunks: int = 9) -> list[RequestRecord]:
+    """4 decoding requests (16-token prompts), 18 chunks 10 ms apart from 0.15 s, each stalled
+    once for 100 ms (0.25 -> 0.35 s): 4 x 17 gaps, 4 of them stalls; a request with a
+    ``long_prompt``-token prompt sent at ``long_sent`` whose first token came at ``first_chunk``,
+    then ``long_chunks - 1`` more 10 ms apart (default: 76 gaps in all, 4 stalls = 5.3 %)."""
+    decode = [0.15 + 0.01 * k for k in range(11)] + [0.35 + 0.01 * k for k in range(7)]
     records = [_req(i, sent=0.0, prompt=16, chunk_s=list(decode)) for i in range(4)]
-    long_chunks = [first_chunk + 0.01 * k for k in range(10)]
-    records.append(_req(4, sent=0.2, prompt=long_prompt, chunk_s=long_chunks))
+    chunks = [first_chunk + 0.01 * k for k in range(long_chunks)]
+    records.append(_req(4, sent=long_sent, prompt=long_prompt, chunk_s=chunks))
     return records
 
 
 def test_prefill_interference(tmp_path: Path) -> None:
     run = _save(tmp_path, records=_interference_records(), duration_s=1.0)
     s = run.summary
-    # 4 x 49 + 9 gaps, 4 of them 100 ms, the rest 10 ms
-    assert s.itl_ms.n == 205
+    # 4 x 17 + 8 gaps, 4 of them 100 ms, the rest 10 ms
+    assert s.itl_ms.n == 76
     assert s.itl_ms.p50 == pytest.approx(10.0)
     assert s.itl_ms.p99 == pytest.approx(100.0)
     d = diagnose(run)
@@ -377,7 +474,7 @@ def test_prefill_interference(tmp_path: Path) -> None:
                       "overlap a prefill of >= 512 tokens")
     assert f.evidence == [
         "ITL P99 100.0 ms = 10.0x P50 10.0 ms",
-        "4 of 205 gaps between chunks were stalls (> 40.0 ms); 4 of them overlapped another "
+        "4 of 76 gaps between chunks were stalls (> 40.0 ms); 4 of them overlapped another "
         "request's prefill of a long prompt",
         f"TPOT P99 {s.tpot_ms.p99:.1f} ms; max_num_batched_tokens 1000",
     ]
@@ -389,17 +486,62 @@ def test_prefill_interference_needs_a_long_prompt(tmp_path: Path) -> None:
     assert _keys(diagnose(run)) == ["no_bottleneck"]
 
 
+@pytest.mark.parametrize(
+    ("long_chunks", "fires"),
+    [
+        (13, True),    # 4 stalls of 4 x 17 + 12 = 80 gaps: exactly STALLS_MIN_SHARE
+        (14, False),   # 4 of 81: just under
+    ],
+)
+def test_prefill_interference_needs_stalls_in_5_percent_of_gaps(
+    tmp_path: Path, long_chunks: int, fires: bool
+) -> None:
+    assert dg.STALLS_MIN_SHARE == 0.05
+    run = _save(tmp_path, records=_interference_records(long_chunks=long_chunks), duration_s=1.0)
+    itl = run.summary.itl_ms
+    # every other condition holds either way
+    assert itl.p99 == pytest.approx(100.0) and itl.p50 == pytest.approx(10.0)
+    gaps, stalls, overlapping, _ = dg._stalls(dg._Run(run))
+    assert (gaps, stalls, overlapping) == (68 + long_chunks - 1, 4, 4)
+    assert _keys(diagnose(run)) == (["prefill_interference"] if fires else ["no_bottleneck"])
+
+
+def _latency(**prefill) -> dict[str, HistogramStats]:
+    return {"queue": HistogramStats(count=8, mean=2.0),
+            "prefill": HistogramStats(count=8, mean=30.0, **prefill)}
+
+
 def test_prefill_window_reaches_back_by_the_servers_prefill_p90(tmp_path: Path) -> None:
-    # the long prompt's first token came at 0.36 s, after the stalls ended (0.35 s)
+    # the long prompt (sent at 0.2 s) had its first token at 0.36 s, after the stalls ended
+    # (0.35 s)
     records = _interference_records(first_chunk=0.36)
-    without = _save(tmp_path, "no-prefill-p90", records=records, duration_s=1.0)
-    assert _keys(diagnose(without)) == ["no_bottleneck"]
     # its prefill took up to 50 ms (server P90): it ran from 0.31 s, during the stalls
-    latency = {"queue": HistogramStats(count=8, mean=2.0),
-               "prefill": HistogramStats(count=8, mean=30.0, p90=50.0)}
-    with_p90 = _save(tmp_path, "prefill-p90", records=records, duration_s=1.0,
-                     server=_server(latency_ms=latency))
-    assert _keys(diagnose(with_p90)) == ["prefill_interference"]
+    p90_50 = _save(tmp_path, "prefill-p90-50", records=records, duration_s=1.0,
+                   server=_server(latency_ms=_latency(p90=50.0)))
+    assert _keys(diagnose(p90_50)) == ["prefill_interference"]
+    # up to 5 ms: it ran from 0.355 s, after the stalls
+    p90_5 = _save(tmp_path, "prefill-p90-5", records=records, duration_s=1.0,
+                  server=_server(latency_ms=_latency(p90=5.0)))
+    assert _keys(diagnose(p90_5)) == ["no_bottleneck"]
+
+
+def test_prefill_window_without_the_servers_p90_starts_when_the_request_was_sent(
+    tmp_path: Path
+) -> None:
+    records = _interference_records(first_chunk=0.36)
+    # no prefill P90 (a histogram without it, or none): the prefill ran any time after the
+    # request was sent at 0.2 s, so during the stalls
+    no_p90 = _save(tmp_path, "no-p90", records=records, duration_s=1.0)
+    assert dg._Run(no_p90).server_ms("prefill", "p90") is None
+    assert _keys(diagnose(no_p90)) == ["prefill_interference"]
+    no_hist = _save(tmp_path, "no-hist", records=records, duration_s=1.0,
+                    server=_server(latency_ms={"queue": HistogramStats(count=8, mean=2.0)}))
+    assert _keys(diagnose(no_hist)) == ["prefill_interference"]
+    # ... but not before it was sent: sent at 0.355 s, after the stalls
+    late = _interference_records(first_chunk=0.36, long_sent=0.355)
+    sent_after = _save(tmp_path, "sent-after", records=late, duration_s=1.0)
+    assert _keys(diagnose(sent_after)) == ["no_bottleneck"]
+
 
 
 def _bunched_records() -> list[RequestRecord]:
@@ -428,11 +570,16 @@ def test_prefill_interference_is_skipped_when_chunks_come_in_bunches(tmp_path: P
     # every other condition holds: spread, stalls, and stalls overlapping a long prefill
     assert itl.p99 >= dg.ITL_SPREAD * itl.p50
     gaps, stalls, overlapping, _ = dg._stalls(dg._Run(run))
-    assert stalls >= 0.01 * gaps and overlapping >= dg.STALL_SHARE * stalls > 0
+    assert stalls >= dg.STALLS_MIN_SHARE * gaps and overlapping >= dg.STALL_SHARE * stalls > 0
     assert _keys(diagnose(run)) == ["no_bottleneck"]
 
 
 # -- 6. compute-bound -----------------------------------------------------------------------
+
+
+COMPUTE_RULE = ("server busy in >= 90% of samples with a queue (waiting mean >= 1) or a full "
+                "batch (running mean >= 50% of max_num_seqs), and no KV, max_num_seqs or "
+                "token-budget limit hit")
 
 
 def test_compute_bound(tmp_path: Path) -> None:
@@ -448,8 +595,7 @@ def test_compute_bound(tmp_path: Path) -> None:
     assert _keys(d) == ["compute_bound"]
     f = d.primary
     assert (f.title, f.layer) == ("compute-bound at full batch", "compute")
-    assert f.rule == ("server busy in >= 90% of samples with a queue (waiting mean >= 1) and no "
-                      "KV, max_num_seqs or token-budget limit hit")
+    assert f.rule == COMPUTE_RULE
     assert f.evidence == [
         "busy in 90% of samples; waiting mean 1.0",
         "running mean 1.5 (peak 3) of max_num_seqs 8; waiting peak 3; KV cache peak 30.0%",
@@ -477,6 +623,43 @@ def test_compute_bound_boundaries(tmp_path: Path, busy: float | None, queue: flo
     assert _keys(d) == (["compute_bound"] if fires else ["no_bottleneck"])
     if fires:   # no time series: no hardware lines
         assert d.primary.evidence[-1] == "mean 12 tokens per step of a 1000 budget; output 18 tok/s"
+
+
+def test_compute_bound_at_a_full_batch_without_a_queue(tmp_path: Path) -> None:
+    # running mean 4 of max_num_seqs 8, nothing waiting
+    server = _server(busy_fraction=0.95, num_requests_running_mean=4.0,
+                     num_requests_running_peak=6.0)
+    d = diagnose(_save(tmp_path, server=server))
+    assert _keys(d) == ["compute_bound"]
+    f = d.primary
+    assert f.rule == COMPUTE_RULE
+    assert f.evidence == [
+        "busy in 95% of samples; waiting mean 0.0",
+        "running mean 4.0 (peak 6) of max_num_seqs 8; waiting peak 0; KV cache peak 30.0%",
+        "mean 12 tokens per step of a 1000 budget; output 18 tok/s",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("running", "max_num_seqs", "busy", "fires"),
+    [
+        (4.0, 8, 0.9, True),      # exactly FULL_BATCH_SHARE of max_num_seqs
+        (3.99, 8, 0.9, False),    # just under
+        (4.0, 8, 0.899, False),   # a full batch, but the server not busy enough
+        (2.0, 4, 0.9, True),      # half of a smaller cap
+        (4.0, None, 0.9, False),  # max_num_seqs unknown
+        (None, 8, 0.9, False),    # running not exposed
+    ],
+)
+def test_compute_bound_full_batch_boundaries(tmp_path: Path, running: float | None,
+                                             max_num_seqs: int | None, busy: float,
+                                             fires: bool) -> None:
+    assert dg.FULL_BATCH_SHARE == 0.5
+    server = _server(busy_fraction=busy, num_requests_running_mean=running,
+                     num_requests_waiting_mean=0.0)
+    d = diagnose(_save(tmp_path, server=server,
+                       startup={**STARTUP, "max_num_seqs": max_num_seqs}))
+    assert _keys(d) == (["compute_bound"] if fires else ["no_bottleneck"])
 
 
 def test_compute_bound_is_kept_beside_a_client_finding(tmp_path: Path) -> None:

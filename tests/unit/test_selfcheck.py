@@ -15,10 +15,12 @@ from vllm_course.selfcheck import (
     LAG_PROBE_S,
     LOOP_LAG_P90_MS,
     SEND_LAG_P50_MS,
+    SEND_LAG_TTFT_SHARE,
     STALL_NOTE_MS,
     ClientChecks,
     LoopLagMonitor,
     client_checks,
+    judge,
 )
 
 # -- LoopLagMonitor -------------------------------------------------------------------------
@@ -94,8 +96,9 @@ def _rec(i: int, scheduled: float, dispatched: float | None, sent: float | None,
 
 def test_thresholds() -> None:
     assert (
-        LOOP_LAG_P90_MS, SEND_LAG_P50_MS, CLIENT_BUSY_CORES, STALL_NOTE_MS, CLIENT_CPU_CORES
-    ) == (20.0, 20.0, 0.5, 50.0, 0.9)
+        LOOP_LAG_P90_MS, SEND_LAG_P50_MS, SEND_LAG_TTFT_SHARE, CLIENT_BUSY_CORES, STALL_NOTE_MS,
+        CLIENT_CPU_CORES,
+    ) == (20.0, 20.0, 0.10, 0.5, 50.0, 0.9)
 
 
 def _stall_note(p99: float, mx: float) -> str:
@@ -181,10 +184,14 @@ def test_lags_mostly_high_in_an_idle_client_are_a_note() -> None:
     c = client_checks([], MOSTLY_LATE, 0.3)
     assert not c.saturated and c.reasons == []
     assert c.notes == [_starved_note("0.30 cores", LOOP_REASON)]
-    # without a CPU measurement the client is not taken to be busy either
-    unknown = client_checks([], MOSTLY_LATE, None)
-    assert not unknown.saturated and unknown.reasons == []
-    assert unknown.notes == [_starved_note("CPU not measured", LOOP_REASON)]
+
+
+def test_lags_mostly_high_without_a_cpu_measurement_saturate() -> None:
+    # CPU not measured: the client counts as busy, lateness alone decides (no CPU reason)
+    c = client_checks([], MOSTLY_LATE, None)
+    assert c.saturated
+    assert c.reasons == [LOOP_REASON]
+    assert c.notes == []
 
 
 def test_busy_means_at_least_half_a_core() -> None:
@@ -222,17 +229,19 @@ def test_loop_lag_at_the_thresholds_is_fine() -> None:
     assert over.notes == [_stall_note(51, 51)]
 
 
-def test_a_cpu_bound_client_with_sporadic_stalls_gets_both() -> None:
-    # CPU alone saturates; the loop was on time apart from a few stalls, which are noted
+def test_a_cpu_bound_client_with_sporadic_stalls_gets_no_stall_note() -> None:
+    # CPU alone saturates; the loop was on time apart from a few stalls: the stall note is only
+    # for a client that did not limit the run
     c = client_checks([], [1.0] * 95 + [300.0] * 5, 0.95)
+    assert c.loop_lag_ms.p99 == pytest.approx(300.0)
     assert c.saturated
     assert c.reasons == ["client CPU 0.95 cores > 0.9 (one Python thread is the limit)"]
-    assert c.notes == [_stall_note(300, 300)]
+    assert c.notes == []
 
 
 # -- send lag: P50 decides ------------------------------------------------------------------
 
-SEND_REASON = "requests left late: send lag P50 35 ms > 20 ms (P90 47 ms; 3 of 4 requests > 20 ms)"
+SEND_REASON = "requests left late: send lag P50 35 ms > 20 ms (P90 47 ms over 4 requests)"
 
 
 def _mostly_late_records() -> list[RequestRecord]:
@@ -288,7 +297,7 @@ def test_every_reason_at_once() -> None:
     # over 0.9 cores: the CPU reason replaces the "busy" one
     assert c.reasons == [
         "event-loop lag P90 80 ms > 20 ms (P99 80 ms, max 80 ms over 20 probes)",
-        "requests left late: send lag P50 100 ms > 20 ms (P90 100 ms; 5 of 5 requests > 20 ms)",
+        "requests left late: send lag P50 100 ms > 20 ms (P90 100 ms over 5 requests)",
         "client CPU 1.40 cores > 0.9 (one Python thread is the limit)",
     ]
     assert c.notes == []
@@ -302,7 +311,7 @@ def test_both_kinds_of_lateness_in_one_note() -> None:
     assert c.notes == [_starved_note(
         "0.20 cores",
         "event-loop lag P90 80 ms > 20 ms (P99 80 ms, max 80 ms over 20 probes)",
-        "requests left late: send lag P50 100 ms > 20 ms (P90 100 ms; 5 of 5 requests > 20 ms)",
+        "requests left late: send lag P50 100 ms > 20 ms (P90 100 ms over 5 requests)",
     )]
 
 
@@ -312,3 +321,145 @@ def test_notes_survive_json_and_old_checks_load_without_them() -> None:
     old = c.model_dump()
     del old["notes"]   # a summary.json saved before notes existed
     assert ClientChecks.model_validate(old).notes == []
+
+
+# -- client_checks hands the run's mean TTFT to the verdict ---------------------------------
+
+
+def _ttft_rec(i: int, ttft_s: float, warmup: bool = False) -> RequestRecord:
+    """Released and sent 30 ms late, first token ``ttft_s`` after sending."""
+    return RequestRecord(index=i, scheduled_s=0.0, dispatched_s=0.03, sent_s=0.03,
+                         chunk_s=[0.03 + ttft_s], warmup=warmup)
+
+
+def test_client_checks_sets_the_send_threshold_from_the_mean_ttft() -> None:
+    # first tokens 500 ms after sending: 10 % of that is 50 ms, 30 ms late sends are fine
+    slow = client_checks([_ttft_rec(i, 0.5) for i in range(4)], [], 0.6)
+    assert slow.send_lag_ms.p50 == pytest.approx(30.0)
+    assert not slow.saturated and slow.reasons == [] and slow.notes == []
+    # first tokens 100 ms after sending: the 20 ms floor; a warmup's 100 s TTFT does not count
+    fast = client_checks([_ttft_rec(i, 0.1) for i in range(4)] + [_ttft_rec(4, 100.0, True)],
+                         [], 0.6)
+    assert fast.saturated
+    assert fast.reasons == [
+        "requests left late: send lag P50 30 ms > 20 ms (P90 30 ms over 4 requests)",
+        "client CPU 0.60 cores >= 0.5",
+    ]
+    assert fast.notes == []
+
+
+# -- judge: the verdict from the statistics alone -------------------------------------------
+
+ON_TIME = Dist.of([1.0] * 100)
+NO_SENDS = Dist(n=0)
+CPU_REASON_095 = "client CPU 0.95 cores > 0.9 (one Python thread is the limit)"
+
+
+def test_judge_with_nothing_measured() -> None:
+    assert judge(Dist(n=0), Dist(n=0), None, None) == ([], [])
+    assert judge(Dist(n=0), Dist(n=0), 0.2, 1000.0) == ([], [])
+    assert judge(ON_TIME, Dist.of([0.0] * 8), 0.8, 125.0) == ([], [])
+
+
+def test_judge_loop_lag() -> None:
+    late = Dist.of(MOSTLY_LATE)
+    assert judge(late, NO_SENDS, 0.6, None) == ([LOOP_REASON, "client CPU 0.60 cores >= 0.5"], [])
+    # the mean TTFT plays no part in the loop-lag rule
+    assert judge(late, NO_SENDS, 0.6, 1e9) == judge(late, NO_SENDS, 0.6, None)
+    assert judge(late, NO_SENDS, 0.3, None) == ([], [_starved_note("0.30 cores", LOOP_REASON)])
+    # P90 at the threshold is not late
+    assert judge(Dist.of([LOOP_LAG_P90_MS] * 10), NO_SENDS, 0.8, None) == ([], [])
+
+
+def test_judge_busy_means_at_least_half_a_core() -> None:
+    late = Dist.of(MOSTLY_LATE)
+    assert judge(late, NO_SENDS, 0.5, None) == (
+        [LOOP_REASON, "client CPU 0.50 cores >= 0.5"], []
+    )
+    assert judge(late, NO_SENDS, 0.49, None) == ([], [_starved_note("0.49 cores", LOOP_REASON)])
+
+
+def test_judge_without_a_cpu_measurement_lateness_alone_decides() -> None:
+    late_sends = Dist.of([100.0] * 5)
+    send_reason = "requests left late: send lag P50 100 ms > 20 ms (P90 100 ms over 5 requests)"
+    assert judge(Dist.of(MOSTLY_LATE), late_sends, None, None) == (
+        [LOOP_REASON, send_reason], []   # no CPU reason: nothing to quote
+    )
+    assert judge(ON_TIME, late_sends, None, None) == ([send_reason], [])
+    assert judge(ON_TIME, NO_SENDS, None, None) == ([], [])
+
+
+def test_judge_send_lag_against_the_mean_ttft() -> None:
+    # the H200 burst: 2,000 requests at once, send lag P50 721 ms
+    burst = Dist.of([600.0] * 1000 + [842.0] * 1000)
+    assert (burst.n, burst.p50, burst.p90) == (2000, pytest.approx(721.0), pytest.approx(842.0))
+    # ... then they queued for a mean TTFT of 38.7 s: the threshold is 3,869 ms, not late
+    assert judge(ON_TIME, burst, 0.6, 38_690.0) == ([], [])
+    assert judge(ON_TIME, burst, None, 38_690.0) == ([], [])
+    # the same sends against a mean TTFT of 1 s: the threshold is 100 ms, late
+    reason = "requests left late: send lag P50 721 ms > 100 ms (P90 842 ms over 2000 requests)"
+    assert judge(ON_TIME, burst, 0.6, 1000.0) == ([reason, "client CPU 0.60 cores >= 0.5"], [])
+    assert judge(ON_TIME, burst, None, 1000.0) == ([reason], [])
+    # an idle client: a note quoting the same threshold
+    assert judge(ON_TIME, burst, 0.2, 1000.0) == ([], [_starved_note("0.20 cores", reason)])
+    # P50 exactly 10 % of the mean TTFT is not over it; 1 ms more is
+    assert judge(ON_TIME, burst, 0.6, 7210.0) == ([], [])
+    assert judge(ON_TIME, burst, 0.6, 7200.0)[0] == [
+        "requests left late: send lag P50 721 ms > 720 ms (P90 842 ms over 2000 requests)",
+        "client CPU 0.60 cores >= 0.5",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ttft_mean_ms", "late"),
+    [
+        (None, True),     # TTFT unknown: the 20 ms floor
+        (0.0, True),
+        (200.0, True),    # 10 % of 200 ms = 20 ms, the floor
+        (240.0, True),    # 24 ms < 25 ms
+        (250.0, False),   # 25 ms: P50 at the threshold is not over it
+        (1000.0, False),
+    ],
+)
+def test_judge_send_threshold_has_a_floor(ttft_mean_ms: float | None, late: bool) -> None:
+    sends = Dist.of([25.0] * 4)
+    limit = max(SEND_LAG_P50_MS, SEND_LAG_TTFT_SHARE * (ttft_mean_ms or 0.0))
+    reasons, notes = judge(ON_TIME, sends, None, ttft_mean_ms)
+    assert reasons == (
+        [f"requests left late: send lag P50 25 ms > {limit:.0f} ms (P90 25 ms over 4 requests)"]
+        if late else []
+    )
+    assert notes == []
+
+
+def test_judge_send_lag_at_the_floor_is_fine() -> None:
+    assert judge(ON_TIME, Dist.of([SEND_LAG_P50_MS] * 4), 0.8, None) == ([], [])
+
+
+def test_judge_client_cpu() -> None:
+    assert judge(ON_TIME, NO_SENDS, CLIENT_CPU_CORES, None) == ([], [])   # at it: not over
+    assert judge(ON_TIME, NO_SENDS, 0.95, None) == ([CPU_REASON_095], [])
+    # over 0.9 cores and late: the CPU reason replaces the "busy" one
+    assert judge(Dist.of(MOSTLY_LATE), NO_SENDS, 1.4, None) == (
+        [LOOP_REASON, "client CPU 1.40 cores > 0.9 (one Python thread is the limit)"], []
+    )
+
+
+def test_judge_stall_note_only_without_reasons() -> None:
+    stalls = Dist.of([1.0] * 95 + [200.0] * 5)   # P90 1 ms, P99 200 ms
+    note = _stall_note(200, 200)
+    assert judge(stalls, NO_SENDS, 0.3, None) == ([], [note])
+    assert judge(stalls, NO_SENDS, 0.8, None) == ([], [note])
+    assert judge(stalls, NO_SENDS, None, None) == ([], [note])
+    # a client that limited the run (CPU, or late sends while busy) gets no stall note
+    assert judge(stalls, NO_SENDS, 0.95, None) == ([CPU_REASON_095], [])
+    late_sends = Dist.of([100.0] * 5)
+    send_reason = "requests left late: send lag P50 100 ms > 20 ms (P90 100 ms over 5 requests)"
+    assert judge(stalls, late_sends, 0.6, None) == (
+        [send_reason, "client CPU 0.60 cores >= 0.5"], []
+    )
+    assert judge(stalls, late_sends, None, None) == ([send_reason], [])
+    # late while idle: the starved note replaces the stall note
+    assert judge(stalls, late_sends, 0.3, None) == (
+        [], [_starved_note("0.30 cores", send_reason)]
+    )
