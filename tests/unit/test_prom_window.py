@@ -408,3 +408,31 @@ def test_sampler_skips_failed_scrapes_and_has_no_summary_without_a_final_one() -
     assert sampler.summary() is None
     assert sampler.before is not None and sampler.before.telemetry == {}
     assert [p.t_s for p in sampler.series(sampler.before.t).points] == [0.0]
+
+
+def test_final_scrape_waits_until_the_server_counted_the_expected_tokens() -> None:
+    # scrape i reports 10 * i generated tokens: the server "counts late"
+    fake = FakeSSE(_metrics_script())
+
+    async def go(expect: float | None, settle_s: float = 5.0) -> Sampler:
+        async with fake.serve() as url:
+            async with Sampler(url, interval_s=60.0) as sampler:
+                sampler.expect_generation_tokens = expect
+                sampler.settle_s = settle_s
+        return sampler
+
+    sampler = asyncio.run(go(35.0))
+    # before saw 0; the final scrape is repeated until the counter reached 35: 10, 20, 30, 40
+    assert sampler.after.get("vllm:generation_tokens_total") == 40.0
+    assert len(fake.calls) == 5
+    assert sampler.summary().generation_tokens == 40.0
+
+    fake.calls.clear()
+    sampler = asyncio.run(go(None))
+    assert len(fake.calls) == 2          # no expectation: one final scrape
+
+    fake.calls.clear()
+    sampler = asyncio.run(go(10_000.0, settle_s=0.5))
+    # never reached: it gives up after settle_s (scrapes every 0.2 s) and keeps the last one
+    assert 3 <= len(fake.calls) <= 6
+    assert sampler.after is not None
