@@ -1,0 +1,107 @@
+"""What every chapter notebook uses: set-up, workload sizes, checks of "what you should see",
+and the committed H200 reference results.
+
+A chapter starts with::
+
+    from vllm_course import notebook as nb
+    profile = nb.setup()              # prints where it runs; returns the hardware Profile
+
+scales its workloads with ``nb.scaled(full=400, ci=60)`` (``COURSE_SIZE=ci`` in CI), runs real
+experiments with ``await run_experiment(...)`` (servers come from the kernel's pool, or from the
+CI job's broker when ``VLLM_COURSE_POOL`` is set: see :mod:`vllm_course.broker`), and states each
+claim of "what you should see" as ``nb.check(condition, "claim", evidence)``: a chapter that runs
+but shows nonsense fails in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from vllm_course import env
+from vllm_course.profile import Profile
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+REFERENCE_DIR = REPO_ROOT / "reference"
+SIZES = ("ci", "full")
+
+
+def size() -> str:
+    """``"ci"`` when ``COURSE_SIZE=ci`` (small workloads, for CI on 2 cores), else ``"full"``.
+
+    Raises:
+        ValueError: for another value of ``COURSE_SIZE``.
+    """
+    value = os.environ.get("COURSE_SIZE", "full").strip().lower() or "full"
+    if value not in SIZES:
+        raise ValueError(f"COURSE_SIZE must be one of {', '.join(SIZES)}, not {value!r}")
+    return value
+
+
+def scaled(full: int, ci: int) -> int:
+    """``ci`` under ``COURSE_SIZE=ci``, else ``full`` (e.g. a number of requests)."""
+    return ci if size() == "ci" else full
+
+
+def setup(quiet: bool = False) -> Profile:
+    """Detect the hardware profile and say where this notebook runs.
+
+    Prints one line: profile, device, model card, vLLM version and build, workload size, and
+    whether servers come from this kernel or from a CI broker. Returns the :class:`Profile`.
+    """
+    profile = env.current_profile()
+    if not quiet:
+        version, build = env.vllm_version(), env.vllm_build()
+        broker = os.environ.get("VLLM_COURSE_POOL")
+        print(
+            f"profile {profile.name} ({profile.device}), model {profile.model}, "
+            f"vLLM {version or 'NOT INSTALLED'} ({build or '?'} build), size {size()}, "
+            + (f"servers from the CI broker at {broker}" if broker else "servers owned by this kernel")
+        )
+        if version is None:
+            raise RuntimeError("vLLM is not installed in this kernel's Python: run `make setup` "
+                               "and pick the .venv kernel")
+    return profile
+
+
+class CheckFailed(AssertionError):
+    """A chapter's "what you should see" claim did not hold."""
+
+
+def check(condition: bool, claim: str, evidence: Any = None) -> None:
+    """Assert one claim of "what you should see", printing it either way.
+
+    Args:
+        condition: whether the claim held in this run.
+        claim: the claim, in words (e.g. "total tok/s rises with concurrency").
+        evidence: the numbers behind it, printed beside the claim.
+
+    Raises:
+        CheckFailed: if ``condition`` is false (so CI fails on a notebook showing nonsense).
+    """
+    detail = "" if evidence is None else f"  [{evidence}]"
+    if not condition:
+        raise CheckFailed(f"expected: {claim}{detail}")
+    print(f"ok: {claim}{detail}")
+
+
+def reference(path: str) -> dict | None:
+    """A committed reference result (JSON) under ``reference/``, or ``None`` if it is not there.
+
+    ``path`` is relative to ``reference/``, e.g. ``"h200/observability/h200-light/summary.json"``.
+    When the file is missing (the H200 run is pending), prints that plainly and returns None.
+    """
+    file = REFERENCE_DIR / path
+    if not file.is_file():
+        print(f"H200 reference pending: {file.relative_to(REPO_ROOT)} is not committed yet")
+        return None
+    return json.loads(file.read_text())
+
+
+def results_root(chapter: str) -> Path:
+    """Where a chapter's runs go: ``results/chapters/<chapter>/`` under the repository."""
+    path = REPO_ROOT / "results" / "chapters" / chapter
+    path.mkdir(parents=True, exist_ok=True)
+    return path
