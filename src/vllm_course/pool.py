@@ -11,6 +11,7 @@ closed, at interpreter exit (``atexit``), and a server also dies with the owner 
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import time
 from pathlib import Path
@@ -124,8 +125,18 @@ _default: ServerPool | None = None
 
 
 def default_pool() -> ServerPool:
-    """The process's own pool (the owner is this process), created on first use."""
+    """The process's own pool (the owner is this process), created on first use.
+
+    When ``VLLM_COURSE_POOL`` is set (a CI job running chapters in fresh kernels), servers are
+    borrowed from that job's broker instead (:class:`vllm_course.broker.RemotePool`).
+    """
     global _default
+    url = os.environ.get("VLLM_COURSE_POOL")
+    if url and (_default is None or _default._closed):
+        from vllm_course.broker import RemotePool
+
+        _default = RemotePool(url)
+        return _default
     if _default is None or _default._closed:
         from vllm_course.env import current_profile
 
