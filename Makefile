@@ -19,13 +19,14 @@ COURSE := .venv/bin/vllm-course
 endif
 export PY
 
-.PHONY: help setup demo test test-unit doctor clean
+.PHONY: help setup demo test test-unit notebook doctor clean
 
 help:
 	@echo "make setup      create .venv with the course and its vLLM backend (idempotent)"
 	@echo "make demo       set up, then run the demo on the detected profile (PROFILE=... to choose)"
 	@echo "make test       set up, then run every test suite (scripts/test)"
-	@echo "make test-unit  unit tests only"
+	@echo "make test-unit  unit tests only (under 2 minutes)"
+	@echo "make notebook NB=03_kv_cache  one chapter or lab notebook as CI runs it, with its time"
 	@echo "make doctor     versions, hardware, profile and checks"
 	@echo "make clean      remove results/ and caches (keeps .venv)"
 
@@ -40,6 +41,10 @@ test: setup
 
 test-unit: setup
 	$(SRC) $(PY) -m pytest tests/unit -q
+
+notebook: setup
+	@if [ -z "$(NB)" ]; then echo "notebook: say which, e.g. make notebook NB=03_kv_cache"; exit 2; fi
+	scripts/test notebooks -k "$(NB)"
 
 doctor:
 	@if [ "$(COURSE_SKIP_SETUP)" != 1 ] && [ ! -x .venv/bin/vllm-course ]; then \

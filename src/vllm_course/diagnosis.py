@@ -13,12 +13,18 @@ Rules, in the order they are checked (thresholds are the module constants):
    (:mod:`vllm_course.selfcheck`: client CPU > 0.9 cores, or event-loop lag P90 > 20 ms or send
    lag P50 > 20 ms while the client used >= 0.5 cores). Checked first: a late client distorts
    every other number.
-2. **KV cache exhausted** (memory): preemptions > 0 and KV cache usage peak >= :data:`KV_FULL`.
+2. **KV cache exhausted** (memory): preemptions > 0 (a counter). The V1 scheduler preempts only
+   when a running request cannot get a new KV block (``v1/core/sched/scheduler.py``), so one
+   preemption proves the cache was full at that moment; the sampled KV usage peak (it should
+   reach :data:`KV_FULL`) is evidence, not a condition: the samples may miss the full moments.
 3. **step token budget saturated** (scheduling): mean tokens per engine step >=
-   :data:`BUDGET_SHARE` x ``max_num_batched_tokens`` while requests waited (waiting peak > 0).
-4. **concurrency cap reached** (scheduling): running == ``max_num_seqs`` in at least
-   :data:`PINNED_SHARE` of the in-run samples, requests waiting in those samples, KV cache peak
-   < :data:`KV_FREE`.
+   :data:`BUDGET_SHARE` x ``max_num_batched_tokens`` while requests queued (see "queued" below).
+4. **concurrency cap reached** (scheduling): the time-averaged number of running requests
+   (Little's law over the server's prefill and decode histograms, which needs no in-run sample)
+   is at least :data:`CAP_MEAN_SHARE` x ``max_num_seqs`` while at least :data:`QUEUE_MEAN`
+   requests waited on average, and the KV cache peak (if sampled) < :data:`KV_FREE`. Without
+   those histograms: running == ``max_num_seqs`` in at least :data:`PINNED_SHARE` of the in-run
+   samples with requests waiting in them.
 5. **prefill interference** (scheduling): ITL P99 >= :data:`ITL_SPREAD` x ITL P50 and at least
    :data:`STALL_SHARE` of the decode stalls (gaps > :data:`STALL_FACTOR` x the median gap, at least
    :data:`STALLS_MIN_SHARE` of gaps) overlap the prefill of a prompt of >=
@@ -29,8 +35,13 @@ Rules, in the order they are checked (thresholds are the module constants):
    hardware runs every step it can.
 7. **load too light: client concurrency limit** (client): ``max_concurrency`` was set, requests
    waited in the client for a slot (slot wait P50 >= :data:`SLOT_WAIT_SHARE` of mean E2EL) and
-   the server never queued (waiting peak 0).
+   the server never queued.
 8. **no bottleneck: the load was too light**: nothing above fired.
+
+"Queued" means a ``/metrics`` sample saw a request waiting, or the server's mean queue time
+(``vllm:request_queue_time_seconds``, a counter) reached :data:`QUEUE_WAIT_MS`. Rules read
+counters and histograms where they can: on a starved 2-core machine ``/metrics`` can answer too
+late for any sample to fall inside a short run, and the sampled gauges are then unknown.
 """
 
 from __future__ import annotations
@@ -72,6 +83,11 @@ QUEUE_MEAN = 1.0
 FULL_BATCH_SHARE = 0.5
 """Running mean at or above this share of ``max_num_seqs``: the batch is full enough that each
 step's compute, not admission, sets the pace."""
+CAP_MEAN_SHARE = 0.90
+"""Time-averaged running requests at or above this share of ``max_num_seqs``: the cap held."""
+QUEUE_WAIT_MS = 50.0
+"""Mean server queue time (ms, ``vllm:request_queue_time_seconds``) at or above which requests
+queued; read from counters, so it holds when no ``/metrics`` sample fell inside the run."""
 SLOT_WAIT_SHARE = 0.10
 """Client slot wait P50 at or above this share of the mean E2EL: the client's cap held requests."""
 
@@ -170,6 +186,13 @@ class _Run:
             return None
         return getattr(self.m.latency_ms[hist], stat)
 
+    def queued(self) -> bool:
+        """Whether requests waited in the server's queue: a sample saw one waiting, or their
+        mean queue time (server histogram) reached :data:`QUEUE_WAIT_MS`."""
+        queue_ms = self.server_ms("queue", "mean")
+        return bool(self.metric("num_requests_waiting_peak")) or (
+            queue_ms is not None and queue_ms >= QUEUE_WAIT_MS)
+
     def mean_prompt(self) -> float | None:
         if not self.s or not self.s.completed:
             return None
@@ -177,12 +200,24 @@ class _Run:
 
     def context(self) -> str:
         """One line of server context: batch, queue, KV cache."""
+        running, waiting = self.metric("running_time_avg"), self.metric("waiting_time_avg")
+        averages = None if running is None or waiting is None else (
+            f"on average {running:.2f} running (max_num_seqs {_fmt(self.max_num_seqs)}) and "
+            f"{waiting:.2f} waiting (Little's law over the server's request times)"
+        )
+        kv = f"KV cache peak {_fmt(_pct(self.metric('kv_cache_usage_peak')), '.1f', '%')}"
+        if self.m is not None and not self.m.samples:
+            return (f"{averages or 'running and waiting unknown'}; no /metrics sample fell "
+                    "inside the run: sampled peaks and KV cache usage unknown")
+        if averages:
+            return (f"{averages}; sampled peaks: running "
+                    f"{_fmt(self.metric('num_requests_running_peak'))}, waiting "
+                    f"{_fmt(self.metric('num_requests_waiting_peak'))}; {kv}")
         return (
             f"running mean {_fmt(self.metric('num_requests_running_mean'), '.1f')} "
             f"(peak {_fmt(self.metric('num_requests_running_peak'))}) of max_num_seqs "
             f"{_fmt(self.max_num_seqs)}; waiting peak "
-            f"{_fmt(self.metric('num_requests_waiting_peak'))}; "
-            f"KV cache peak {_fmt(_pct(self.metric('kv_cache_usage_peak')), '.1f', '%')}"
+            f"{_fmt(self.metric('num_requests_waiting_peak'))}; {kv}"
         )
 
 
@@ -242,20 +277,21 @@ def _client_saturated(run: _Run) -> Finding | None:
 
 def _kv_exhausted(run: _Run) -> Finding | None:
     pre, peak = run.metric("preemptions"), run.metric("kv_cache_usage_peak")
-    if not pre or peak is None or peak < KV_FULL:
+    if not pre:
         return None
+    usage = ("KV cache usage was not sampled during the run" if peak is None else
+             f"KV cache usage peak {_pct(peak):.1f}%, mean "
+             f"{_fmt(_pct(run.metric('kv_cache_usage_mean')), '.1f', '%')} (sampled)")
     tokens = run.facts.get("kv_cache_tokens")
     return Finding(
         key="kv_cache_exhausted",
         title="KV cache exhausted",
         layer="memory",
-        rule=f"preemptions > 0 and KV cache usage peak >= {KV_FULL:.0%}",
+        rule="preemptions > 0 (V1 preempts only when a running request finds no free KV block)",
         evidence=[
             f"{pre:.0f} preemptions (Δvllm:num_preemptions_total); each one frees the request's "
             "blocks and recomputes it from scratch later (V1 preempts by recompute, never swap)",
-            f"KV cache usage peak {_pct(peak):.1f}%, mean "
-            f"{_fmt(_pct(run.metric('kv_cache_usage_mean')), '.1f', '%')}; KV cache "
-            f"{_fmt(tokens, ',')} tokens",
+            f"{usage}; KV cache {_fmt(tokens, ',')} tokens",
             run.context(),
         ],
         knobs=[
@@ -271,8 +307,7 @@ def _kv_exhausted(run: _Run) -> Finding | None:
 
 def _budget_saturated(run: _Run) -> Finding | None:
     per_step, budget = run.metric("tokens_per_step_mean"), run.budget
-    waiting = run.metric("num_requests_waiting_peak")
-    if per_step is None or not budget or per_step < BUDGET_SHARE * budget or not waiting:
+    if per_step is None or not budget or per_step < BUDGET_SHARE * budget or not run.queued():
         return None
     prompt = run.mean_prompt()
     steps = "" if prompt is None else (
@@ -285,7 +320,8 @@ def _budget_saturated(run: _Run) -> Finding | None:
         title="step token budget saturated (max_num_batched_tokens)",
         layer="scheduling",
         rule=(f"mean tokens per step >= {BUDGET_SHARE:.0%} of max_num_batched_tokens, "
-              "requests waiting"),
+              f"requests queued (a sample saw one waiting, or queue time mean >= "
+              f"{QUEUE_WAIT_MS:g} ms)"),
         evidence=[
             f"mean {per_step:.1f} tokens per engine step (Δvllm:iteration_tokens_total sum/count) "
             f"against max_num_batched_tokens {budget}{steps}",
@@ -316,24 +352,35 @@ def _pinned(run: _Run) -> tuple[float, float] | None:
 
 
 def _concurrency_cap(run: _Run) -> Finding | None:
-    pinned = _pinned(run)
-    peak = run.metric("kv_cache_usage_peak")
-    if pinned is None or pinned[0] < PINNED_SHARE or pinned[1] <= 0:
-        return None
-    if peak is not None and peak >= KV_FREE:
-        return None
-    share, waiting = pinned
+    cap, peak = run.max_num_seqs, run.metric("kv_cache_usage_peak")
+    running, waiting = run.metric("running_time_avg"), run.metric("waiting_time_avg")
     source = run.facts.get("max_num_seqs_source") or "?"
+    if not cap or (peak is not None and peak >= KV_FREE):
+        return None
+    if running is not None and waiting is not None:
+        if running < CAP_MEAN_SHARE * cap or waiting < QUEUE_MEAN:
+            return None
+        rule = (f"time-averaged running >= {CAP_MEAN_SHARE:.0%} of max_num_seqs with >= "
+                f"{QUEUE_MEAN:g} waiting on average, KV cache peak < {KV_FREE:.0%}")
+        held = (f"running at max_num_seqs = {cap} ({source}): {running:.2f} running and "
+                f"{waiting:.1f} waiting on average over the run (Little's law: summed request "
+                "times in vllm:request_prefill/decode/queue_time_seconds over the duration)")
+    else:   # a server without those histograms: the sampled gauges
+        pinned = _pinned(run)
+        if pinned is None or pinned[0] < PINNED_SHARE or pinned[1] <= 0:
+            return None
+        rule = (f"running == max_num_seqs in >= {PINNED_SHARE:.0%} of samples with requests "
+                f"waiting, KV cache peak < {KV_FREE:.0%}")
+        held = (f"running at max_num_seqs = {cap} ({source}) in {pinned[0]:.0%} of "
+                f"{len(run.points)} samples, {pinned[1]:.1f} requests waiting on average "
+                f"meanwhile (peak {_fmt(run.metric('num_requests_waiting_peak'))})")
     return Finding(
         key="concurrency_cap",
         title="concurrency cap reached (max_num_seqs)",
         layer="scheduling",
-        rule=(f"running == max_num_seqs in >= {PINNED_SHARE:.0%} of samples with requests waiting,"
-              f" KV cache peak < {KV_FREE:.0%}"),
+        rule=rule,
         evidence=[
-            f"running at max_num_seqs = {run.max_num_seqs} ({source}) in {share:.0%} of "
-            f"{len(run.points)} samples, {waiting:.1f} requests waiting on average meanwhile "
-            f"(peak {_fmt(run.metric('num_requests_waiting_peak'))})",
+            held,
             f"KV cache peak {_fmt(_pct(peak), '.1f', '%')}: memory for more requests was free",
             f"TTFT P99 {_fmt(run.s.ttft_ms.p99 if run.s else None)} ms, server queue time mean "
             f"{_fmt(run.server_ms('queue', 'mean'))} ms",
@@ -454,7 +501,7 @@ def _client_concurrency(run: _Run) -> Finding | None:
         return None
     if c.slot_wait_ms.p50 < SLOT_WAIT_SHARE * s.e2el_ms.mean:
         return None
-    if run.metric("num_requests_waiting_peak"):
+    if run.queued():
         return None
     return Finding(
         key="client_concurrency_limit",

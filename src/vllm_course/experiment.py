@@ -328,13 +328,17 @@ async def _measure(
         telemetry.close()
         if server.log_path != run_dir / "server.log" and server.log_path.exists():
             shutil.copyfile(server.log_path, run_dir / "server.log")
-    server_metrics = sampler.summary()
+    server_metrics = sampler.summary(
+        window=(result.started_at, result.started_at + result.duration_s),
+        duration_s=result.duration_s,
+    )
     series = sampler.series(result.started_at)
     (run_dir / "timeseries.json").write_text(series.model_dump_json() + "\n")
     if len(series.points) > 1:
         plots.save_timeseries_png(series, str(run_dir / "timeseries.png"), title=config.name)
     records = result.records
-    client = client_checks(records, lag.lags_ms, lag.cpu_cores)
+    client = client_checks(records, lag.lags_ms, lag.cpu_cores,
+                           [(a - result.t0, b - result.t0) for a, b in lag.stalls])
     summary = None
     if records and result.duration_s > 0:   # also when every request failed: say so
         summary = metrics.summarize(records, config.slo, result.duration_s)

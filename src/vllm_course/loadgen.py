@@ -34,6 +34,7 @@ class LoadResult:
         warmup_records: the warmup requests' records.
         duration_s: from the first scheduled send (t=0) to the end of the last request, in s.
         started_at: wall-clock start (``time.time()``), for aligning with server metrics.
+        t0: the same start on the ``time.perf_counter()`` clock: record times are relative to it.
         stopped_early: why the run stopped before sending everything, or ``None``.
     """
 
@@ -41,6 +42,7 @@ class LoadResult:
     warmup_records: list[RequestRecord] = field(default_factory=list)
     duration_s: float = 0.0
     started_at: float = 0.0
+    t0: float = 0.0
     stopped_early: str | None = None
 
 
@@ -150,7 +152,7 @@ async def _drive(base_url, model, requests, load, records, offsets, limits, time
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout) as client:
         warm = await warm_up(client, warmups, load, model) if warmups else []
         result = LoadResult(records=records, warmup_records=warm, started_at=time.time())
-        t0 = time.perf_counter()
+        t0 = result.t0 = time.perf_counter()
         tasks: list[asyncio.Task] = []
         try:
             for i, offset in enumerate(offsets):

@@ -263,8 +263,9 @@ class HistogramStats(BaseModel):
 class ServerMetrics(BaseModel):
     """What the server's metrics say about a run window (after minus before), plus gauges.
 
-    Token counts are tokens; KV usage is a fraction 0-1; ``*_peak`` and ``*_mean`` are over the
-    scrapes taken during the run (``samples`` of them, every ``interval_s`` seconds).
+    Token counts are tokens; KV usage is a fraction 0-1; ``*_mean`` are over the scrapes taken
+    during the run (``samples`` of them, every ``interval_s`` seconds), ``*_peak`` over those and
+    the scrapes just before and after it; all of them are ``None`` when ``samples`` is 0.
 
     Attributes:
         latency_ms: server-side latency histograms over the window by short name (``ttft``,
@@ -277,6 +278,14 @@ class ServerMetrics(BaseModel):
             computed tokens in the step where its prefill finishes, so under chunked prefill this
             mean can exceed ``max_num_batched_tokens``; its buckets are not per-step token counts.
         busy_fraction: share of in-run samples with at least one running request.
+        running_time_avg: time-averaged number of running requests over the run, by Little's
+            law: the summed prefill + decode time (``vllm:request_prefill_time_seconds`` +
+            ``vllm:request_decode_time_seconds``, from first scheduled to last token) of the
+            requests that finished in the window, divided by the run's duration. Read from
+            counters, so it needs no in-run sample (a starved 2-core machine may answer
+            ``/metrics`` too late for any); ``None`` without the histograms or a duration.
+        waiting_time_avg: the same for the server's queue: summed
+            ``vllm:request_queue_time_seconds`` over the run's duration (requests).
         deprecated_names: deprecated metric names this server exposed (read as current ones).
     """
 
@@ -294,6 +303,8 @@ class ServerMetrics(BaseModel):
     num_requests_waiting_peak: float | None = None
     num_requests_waiting_mean: float | None = None
     busy_fraction: float | None = None
+    running_time_avg: float | None = None
+    waiting_time_avg: float | None = None
     engine_steps: float | None = None
     tokens_per_step_mean: float | None = None
     latency_ms: dict[str, HistogramStats] = Field(default_factory=dict)
@@ -318,14 +329,23 @@ def _mean(values: list[float]) -> float | None:
 
 
 def summarize_window(
-    before: Snapshot, after: Snapshot, during: list[Snapshot], interval_s: float | None = None
+    before: Snapshot,
+    after: Snapshot,
+    during: list[Snapshot],
+    interval_s: float | None = None,
+    duration_s: float | None = None,
 ) -> ServerMetrics:
     """Counter and histogram deltas between ``before`` and ``after``; gauge peaks over every
-    snapshot and gauge means over ``during`` (the in-run samples; all snapshots if none)."""
+    snapshot and gauge means over ``during`` (the in-run samples); time-averaged running and
+    waiting requests over ``duration_s`` (the run's length, s) from the latency histograms.
+
+    Without an in-run sample the gauges (running, waiting, KV cache usage, busy share) are
+    ``None``, not the idle ``before``/``after`` values: a short run on a busy machine, whose
+    ``/metrics`` answered too slowly to be sampled, must not read as "nothing was running"."""
     queries = _delta(before, after, "vllm:prefix_cache_queries_total")
     hits = _delta(before, after, "vllm:prefix_cache_hits_total")
-    snaps = [before, *during, after]
-    inside = during or snaps
+    snaps = [before, *during, after] if during else []
+    inside = during
 
     def values(name: str, among: list[Snapshot]) -> list[float]:
         return [v for s in among if (v := s.get(name)) is not None]
@@ -336,6 +356,13 @@ def summarize_window(
 
     running = values("vllm:num_requests_running", inside)
     steps = _hist_delta(before, after, ITERATION_TOKENS)
+
+    def time_avg(*short: str) -> float | None:
+        """Summed time (s) in the given histograms over ``duration_s``: Little's law."""
+        hists = [_hist_delta(before, after, LATENCY_HISTOGRAMS[n]) for n in short]
+        if not duration_s or duration_s <= 0 or any(h is None for h in hists):
+            return None
+        return sum(h.sum for h in hists) / duration_s
     latency = {
         short: HistogramStats.of(h)
         for short, name in LATENCY_HISTOGRAMS.items()
@@ -360,6 +387,8 @@ def summarize_window(
         num_requests_waiting_peak=peak("vllm:num_requests_waiting"),
         num_requests_waiting_mean=_mean(values("vllm:num_requests_waiting", inside)),
         busy_fraction=_mean([float(v > 0) for v in running]),
+        running_time_avg=time_avg("prefill", "decode"),
+        waiting_time_avg=time_avg("queue"),
         engine_steps=None if steps is None else steps.count,
         tokens_per_step_mean=None if steps is None else steps.mean,
         latency_ms=latency,
@@ -545,11 +574,25 @@ class Sampler:
             snap = await self._scrape()
         return snap
 
-    def summary(self) -> ServerMetrics | None:
-        """The window's :class:`ServerMetrics`, or ``None`` if the final scrape failed."""
+    def summary(
+        self, window: tuple[float, float] | None = None, duration_s: float | None = None
+    ) -> ServerMetrics | None:
+        """The window's :class:`ServerMetrics`, or ``None`` if the final scrape failed.
+
+        Args:
+            window: (start, end) wall-clock times (``time.time()``, s) of the run: only scrapes
+                that arrived inside it count as in-run samples. A scrape that arrived after the
+                last request ended (a starved client may read one late) saw a drained server.
+            duration_s: the run's length (s), for the time-averaged running and waiting
+                requests (:attr:`ServerMetrics.running_time_avg`).
+        """
         if self.before is None or self.after is None:
             return None
-        return summarize_window(self.before, self.after, self.samples, self.interval_s)
+        during = self.samples
+        if window is not None:
+            start, end = window
+            during = [s for s in during if start <= s.t <= end]
+        return summarize_window(self.before, self.after, during, self.interval_s, duration_s)
 
     def series(self, start_t: float) -> TimeSeries:
         """Every scrape as a :class:`TimeSeries` with times relative to ``start_t``

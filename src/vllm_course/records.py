@@ -64,6 +64,36 @@ class RequestRecord:
         """True if the request finished without error and produced at least one token."""
         return self.error is None and bool(self.chunk_s)
 
+    def accounting_errors(self) -> list[str]:
+        """What is wrong with this record's token accounting; empty when it adds up.
+
+        The invariants hold for any correct client of a vLLM server, whatever the server's
+        output path does (``--stream-interval``, speculative decoding, or a stream that fell
+        behind may put several tokens in one chunk; vLLM's ``continuous_usage_stats`` then still
+        reports the cumulative ``completion_tokens`` on each chunk):
+
+        * one arrival time per token-carrying chunk, and every such chunk carries >= 1 token
+          (a chunk counted twice shows up as a chunk of 0 tokens);
+        * the chunks' tokens add up to ``output_tokens`` (the server's ``usage``);
+        * a successful request that stopped for ``length`` produced ``max_tokens`` tokens.
+
+        A record of a failed request is checked only for the first invariant.
+        """
+        errors = []
+        if len(self.chunk_s) != len(self.chunk_tokens):
+            errors.append(f"{len(self.chunk_s)} chunk times for {len(self.chunk_tokens)} chunks")
+        if any(n < 1 for n in self.chunk_tokens):
+            errors.append(f"a chunk without tokens among {self.chunk_tokens}")
+        if not self.success:
+            return errors
+        if sum(self.chunk_tokens) != self.output_tokens:
+            errors.append(f"chunks carry {sum(self.chunk_tokens)} tokens, usage says "
+                          f"{self.output_tokens}")
+        if self.finish_reason == "length" and self.output_tokens != self.max_tokens:
+            errors.append(f"{self.output_tokens} tokens for max_tokens {self.max_tokens} "
+                          "(finish_reason length)")
+        return errors
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (one line of ``requests.jsonl``)."""
         return asdict(self)

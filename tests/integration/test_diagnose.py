@@ -1,9 +1,9 @@
 """`vllm-course diagnose` names the right bottleneck first, on real vLLM set up to have it.
 
-Six set-ups, one per finding (issue 4). The three servers with unusual settings run with
-``--enforce-eager``: they start in ~25 s instead of ~50 s on a 2-core CPU, and torch.compile
-changes nothing about how the scheduler batches, which is what these tests are about. The other
-three share the session's default server.
+Six set-ups, one per finding (issue 4). Every server runs ``--enforce-eager`` (conftest): it
+starts in about half the time on a 2-core CPU, and torch.compile changes nothing about how the
+scheduler batches, which is what these tests are about. Three set-ups share the session's default
+server.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from vllm_course import diagnosis as dg
@@ -20,10 +21,10 @@ from vllm_course import selfcheck
 from vllm_course.cli import main
 from vllm_course.config import LoadSpec, RunConfig, ServerConfig, SyntheticWorkload
 from vllm_course.experiment import run_experiment
+from vllm_course.results import TTFT_GAP_MS
 
-from conftest import DEFAULT
+from conftest import DEFAULT, EAGER
 
-EAGER = {"enforce-eager": True}
 # 4 MiB hold 2,048 tokens (16 blocks of 128) of tiny-mistral's KV cache: 16 requests of
 # 200 + 250 tokens need 64 blocks, so the scheduler must preempt; max-model-len 1024 passes
 # vLLM's check that one full-length request fits.
@@ -62,28 +63,31 @@ def test_tiny_kv_cache_is_exhausted(pool, tmp_path):
     result = _run(pool, tmp_path, "kv-tiny", KV_TINY, n=16, isl=200, osl=250)
     m = result.server_metrics
     assert result.summary.failed == 0
+    # V1 preempts only when a running request finds no free KV block: the counter is the proof
     assert m.preemptions > 0
-    assert m.kv_cache_usage_peak >= dg.KV_FULL
     text = _cli_diagnosis(result)
     assert _first(text) == "KV cache exhausted", text
     assert f"{m.preemptions:.0f} preemptions" in text
-    assert f"KV cache usage peak {100 * m.kv_cache_usage_peak:.1f}%" in text
     assert "recompute" in text
+    if m.samples:   # the samples may miss the full moments: only their peak is checked
+        assert f"KV cache usage peak {100 * m.kv_cache_usage_peak:.1f}%" in text
 
 
 def test_one_running_sequence_is_a_concurrency_cap(pool, tmp_path):
     result = _run(pool, tmp_path, "one-seq", ONE_SEQ, n=28, isl=64, osl=48)
     m = result.server_metrics
     assert result.startup["max_num_seqs"] == 1
-    assert m.num_requests_running_peak == 1
-    assert m.num_requests_waiting_peak >= 10       # the burst queues on the server
-    # a busy 2-core machine answers /metrics in 20 ms to 2.5 s: the ~7 s run gets a few samples
-    assert m.samples >= 2
-    assert m.kv_cache_usage_peak < 0.05            # while the KV cache is all but empty
+    # Read from counters (Little's law over the request-time histograms), not from /metrics
+    # samples: a starved 2-core machine answered /metrics too late for any sample in some ~7 s
+    # runs. One request runs at a time, almost all the time, while the burst queues behind it.
+    assert 0.9 <= m.running_time_avg <= 1.0 + 1e-6
+    assert m.waiting_time_avg >= 5
+    # what was sampled agrees: never more than one running; the KV cache all but empty
+    assert m.samples == 0 or (m.num_requests_running_peak == 1 and m.kv_cache_usage_peak < 0.05)
     text = _cli_diagnosis(result)
     assert _first(text) == "concurrency cap reached (max_num_seqs)", text
-    assert "running at max_num_seqs = 1 (flag)" in text
-    assert f"(peak {m.num_requests_waiting_peak:.0f})" in text
+    assert (f"running at max_num_seqs = 1 (flag): {m.running_time_avg:.2f} running and "
+            f"{m.waiting_time_avg:.1f} waiting on average") in text
 
 
 def test_small_token_budget_with_long_prompts_is_saturated(pool, tmp_path):
@@ -102,8 +106,11 @@ def test_small_token_budget_with_long_prompts_is_saturated(pool, tmp_path):
 def test_one_request_in_flight_is_a_client_limit_not_saturation(pool, tmp_path):
     result = _run(pool, tmp_path, "client-c1", DEFAULT, n=16, isl=128, osl=48, max_concurrency=1)
     m, c = result.server_metrics, result.client
-    assert m.num_requests_running_peak <= 1
-    assert m.num_requests_waiting_peak == 0
+    # one request in flight: the server never ran two at once (counters), never queued one
+    assert 0 < m.running_time_avg <= 1.0 + 1e-6
+    assert m.latency_ms["queue"].mean < dg.QUEUE_WAIT_MS
+    assert m.samples == 0 or (m.num_requests_running_peak <= 1
+                              and m.num_requests_waiting_peak == 0)
     assert not c.saturated, c.reasons
     text = _cli_diagnosis(result)
     assert _first(text) == "load too light: client concurrency limit", text
@@ -113,23 +120,34 @@ def test_one_request_in_flight_is_a_client_limit_not_saturation(pool, tmp_path):
 
 
 def _slow_chunk(record) -> None:
-    """5 ms of pure Python per chunk, on the event loop: what a heavy live display would do."""
-    end = time.perf_counter() + 0.005
+    """20 ms of pure Python per chunk, on the event loop: a heavy live display, made heavier.
+
+    With 5 ms per chunk the client fell behind only in a burst per engine step on these 2 cores
+    shared with the server, and some runs stayed under the self-checks' thresholds (loop-lag P90
+    13 ms, send-lag P50 120 ms against a 169 ms limit, 0.73 cores: not saturated)."""
+    end = time.perf_counter() + 0.020
     while time.perf_counter() < end:
         pass
 
 
 def test_heavy_per_chunk_work_saturates_the_client(pool, tmp_path):
-    result = _run(pool, tmp_path, "slow-client", DEFAULT, n=40, isl=128, osl=64,
+    # 24 x 32 chunks x 20 ms = 15 s of client CPU for requests sent over 2.4 s: the client
+    # cannot keep up, whatever share of the cores the OS gives it
+    result = _run(pool, tmp_path, "slow-client", DEFAULT, n=24, isl=128, osl=32,
                   on_chunk=_slow_chunk, rate_rps=10.0)
     c = result.client
-    assert c.saturated
-    assert c.loop_lag_ms.p90 > selfcheck.LOOP_LAG_P90_MS
-    assert c.send_lag_ms.p50 > selfcheck.SEND_LAG_P50_MS     # most requests left late
+    assert c.saturated, c.reasons
+    # its worst probes wait far past the threshold; the P90 itself can stay under it when the
+    # stalls bunch into a few long ones (a CI run: P90 15 ms, P95 543 ms, P99 4,957 ms)
+    assert c.loop_lag_ms.max > 5 * selfcheck.LOOP_LAG_P90_MS
     text = _cli_diagnosis(result)
     assert _first(text) == "client saturated", text
-    assert f"event-loop lag P90 {c.loop_lag_ms.p90:.0f} ms > 20 ms" in text
-    assert re.search(rf"send lag P50 {c.send_lag_ms.p50:.0f} ms > \d+ ms", text), text
+    # the report names exactly the thresholds the self-check found crossed
+    lag_line = f"event-loop lag P90 {c.loop_lag_ms.p90:.0f} ms > 20 ms" in text
+    assert lag_line == (c.loop_lag_ms.p90 > selfcheck.LOOP_LAG_P90_MS), text
+    late_sends = any("send lag" in r for r in c.reasons)
+    assert late_sends == bool(re.search(rf"send lag P50 {c.send_lag_ms.p50:.0f} ms > \d+ ms",
+                                        text)), text
     assert any("the client, not the server, limited this run" in w for w in result.checks.warnings)
 
 
@@ -143,19 +161,33 @@ def test_a_well_sized_run_has_no_bottleneck(pool, tmp_path):
     text = _cli_diagnosis(result)
     assert _first(text) == "no bottleneck: the load was too light", text
     assert "preemptions 0" in text
-    # the client's TTFT agrees with the server's histogram: no TTFT-gap warning
-    assert result.checks.ttft_gap_ms is not None
-    assert not any("TTFT" in w for w in result.checks.warnings), result.checks.warnings
+    # The client's TTFT is compared with the server's histogram, and the warning follows its
+    # rule. Whether the gap stays small is not asserted: on these 2 cores the API server
+    # process is starved at times too (a CI run: client 419 ms against the server's 243 ms)
+    k = result.checks
+    assert k.ttft_gap_ms == pytest.approx(k.client_ttft_mean_ms - k.server_ttft_mean_ms)
+    warned = any("TTFT" in w for w in k.warnings)
+    assert warned == (k.ttft_gap_ms > TTFT_GAP_MS and k.ttft_gap_ms > 0.5 * k.server_ttft_mean_ms)
 
 
 def test_run_folder_has_time_series_and_plots(pool, tmp_path):
     result = _run(pool, tmp_path, "files", DEFAULT, n=16, isl=64, osl=16, rate_rps=4.0)
     series = result.timeseries()
-    assert len(series.points) >= 3
-    assert series.points[0].t_s < 0 <= series.points[1].t_s          # before, then in-run
+    # the scrape before the run and the final one after it are always there; the in-run samples
+    # between them depend on how fast a busy machine answers /metrics (none, in some CI runs)
+    assert len(series.points) == result.server_metrics.samples + 2 + _outside_run(result)
+    assert series.points[0].t_s < 0 <= series.points[1].t_s          # before, then the run
+    assert [p.t_s for p in series.points] == sorted(p.t_s for p in series.points)
     cpu = [p.telemetry["server_cpu_cores"] for p in series.points if p.telemetry]
     assert cpu and all(0 <= x <= 2.5 for x in cpu)   # this process tree on <= 2 cores, + rounding
-    assert max(p.running for p in series.points) >= 1
+    assert all(0 <= p.running <= 16 for p in series.points)
     assert series.points[-1].waiting == 0
     for name in ("timeseries.json", "timeseries.png", "latency.png"):
         assert (Path(result.path) / name).stat().st_size > 0
+
+
+def _outside_run(result) -> int:
+    """Samples between the first and the final scrape that fell before the first send or after
+    the last request ended: in the time series, but not in-run samples."""
+    duration = result.summary.duration_s
+    return sum(1 for p in result.timeseries().points[1:-1] if not 0 <= p.t_s <= duration)

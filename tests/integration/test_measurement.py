@@ -26,20 +26,31 @@ def _run(pool, tmp_path, server, endpoint, n=24, isl=96, osl=24, rate=float("inf
 
 
 def _check_accounting(result):
+    """What vLLM guarantees about tokens, whatever its output path did with the chunks."""
     records = result.records()
     assert len(records) == result.summary.num_requests
     assert result.summary.failed == 0, result.summary.errors
+    # per request: one time per token-carrying chunk, >= 1 token in each, chunks add up to the
+    # server's usage and to max_tokens (ignore_eos)
+    assert {r.index: r.accounting_errors() for r in records if r.accounting_errors()} == {}
     # every token the client received was counted by the server, and nothing else
     client_tokens = sum(r.output_tokens for r in records)
     assert client_tokens == sum(r.max_tokens for r in records)
+    assert result.checks.client_output_tokens == client_tokens
     assert result.server_metrics.generation_tokens == client_tokens
-    assert result.checks.warnings == []
     # usage.prompt_tokens equals the length each prompt was built for
     assert all(r.prompt_tokens == r.prompt_len for r in records)
+    assert result.checks.prompt_len_mismatches == 0
     assert result.server_metrics.prompt_tokens == sum(r.prompt_tokens for r in records)
-    # TTFT < E2EL for every request (all outputs have > 1 token)
+    # (the checks' TTFT-gap warning is about timing on a busy machine, not accounting: not here)
+    assert not [w for w in result.checks.warnings if "token" in w], result.checks.warnings
+    # TTFT < E2EL for every request (all outputs have > 1 token), unless all of its tokens came
+    # in one chunk: vLLM merges the outputs a late reader has not taken yet into one delta
     for r in records:
-        assert 0 < metrics.ttft_s(r) < metrics.e2el_s(r)
+        if len(r.chunk_s) > 1:
+            assert 0 < metrics.ttft_s(r) < metrics.e2el_s(r)
+        else:
+            assert 0 < metrics.ttft_s(r) <= metrics.e2el_s(r)
     return records
 
 
@@ -48,7 +59,9 @@ def test_accounting_matches_server(pool, tmp_path, endpoint):
     result = _run(pool, tmp_path, DEFAULT, endpoint)
     records = _check_accounting(result)
     assert all(r.token_count_source == "continuous_usage" for r in records)
-    assert all(r.chunk_tokens == [1] * r.max_tokens for r in records)
+    # never more chunks than tokens; a server that fell behind may send fewer (several tokens
+    # in a chunk), which the accounting above must and does absorb
+    assert all(len(r.chunk_s) <= r.max_tokens for r in records)
     if endpoint == "chat":   # vLLM's chat endpoint sends an empty role chunk before any token
         assert all(r.role_chunk_s is not None and r.role_chunk_s <= r.chunk_s[0] for r in records)
     else:
@@ -76,7 +89,11 @@ def test_stream_interval_sends_several_tokens_per_chunk(pool, tmp_path):
 def test_concurrency_cap_holds_and_queue_time_is_reported(pool, tmp_path):
     result = _run(pool, tmp_path, DEFAULT, "completions", n=12, max_concurrency=3)
     records = _check_accounting(result)
-    assert result.server_metrics.num_requests_running_peak <= 3
+    m = result.server_metrics
+    # never more than 3 in flight: the time-averaged running count (from counters) is <= 3, and
+    # so is the sampled peak when a /metrics sample fell inside this ~2 s run
+    assert m.running_time_avg is not None and 0 < m.running_time_avg <= 3
+    assert m.samples == 0 or m.num_requests_running_peak <= 3
     # with 12 requests released at once and 3 slots, later requests wait for a slot
     assert max(r.sent_s - r.scheduled_s for r in records) > 0.05
     assert result.summary.client_queue_ms.max > 50

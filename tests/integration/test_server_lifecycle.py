@@ -62,7 +62,7 @@ def test_server_killed_mid_run_keeps_partial_results(tmp_path):
 def _killed_mid_run(pool, tmp_path):
     config = RunConfig(
         name="killed",
-        server=ServerConfig(model="tiny-mistral", args={"max-num-seqs": 4}),
+        server=ServerConfig(model="tiny-mistral", args={"max-num-seqs": 4, "enforce-eager": True}),
         workload=SyntheticWorkload(num_requests=200, input_len=64, output_len=64, seed=3),
         load=LoadSpec(rate_rps=20),
     )
@@ -101,7 +101,7 @@ import sys, time
 from vllm_course.config import ServerConfig
 from vllm_course.pool import ServerPool
 pool = ServerPool(max_live=1, profile_args={"kv-cache-memory-bytes": 1 << 28})
-pool.acquire(ServerConfig(), log_path=sys.argv[1])
+pool.acquire(ServerConfig(args={"enforce-eager": True}), log_path=sys.argv[1])
 time.sleep(600)
 """
 

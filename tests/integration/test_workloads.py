@@ -12,7 +12,7 @@ from vllm_course.config import FileWorkload, LoadSpec, RunConfig, ServerConfig, 
 from vllm_course.experiment import run_experiment
 from vllm_course.workload import PromptTokenizer, Request, read_jsonl, write_jsonl
 
-from conftest import DEFAULT, INTERVAL4_NO_PREFIX  # noqa: E402  (shared servers)
+from conftest import DEFAULT, EAGER, INTERVAL4_NO_PREFIX  # noqa: E402  (shared servers)
 
 
 def _run_file(pool, tmp_path, requests, endpoint, server=DEFAULT, name="wl"):
@@ -48,7 +48,7 @@ def test_conversations_and_system_prompts_have_exact_lengths(pool, tmp_path):
 
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
-PREFIX_ON = ServerConfig(model="tiny-mistral", args={"enable-prefix-caching": True})
+PREFIX_ON = ServerConfig(model="tiny-mistral", args={**EAGER, "enable-prefix-caching": True})
 
 
 def _run(pool, tmp_path, name, workload, server, endpoint="completions"):
@@ -65,6 +65,22 @@ def test_prefix_caching_off_shows_zero_hits(pool, tmp_path):
     assert result.server_metrics.prefix_cache_hits == 0
 
 
+LATE_S = 0.05
+"""A send this late (s) needs an event-loop stall to explain it; also the slack allowed at either
+end of the stall (the loop runs the ready callbacks in turn after it resumes)."""
+
+
+def _merged(stalls: list[tuple[float, float]], gap_s: float) -> list[tuple[float, float]]:
+    """Stalls less than ``gap_s`` apart as one: the loop ran only a moment in between."""
+    out: list[list[float]] = []
+    for a, b in sorted(stalls):
+        if out and a - out[-1][1] <= gap_s:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
 @pytest.mark.parametrize("fmt", ["azure", "mooncake"])
 def test_trace_replays_at_its_timestamps(pool, tmp_path, fmt):
     path = REPO / "datasets" / "traces" / ("azure_sample.csv" if fmt == "azure" else "mooncake_sample.jsonl")
@@ -74,14 +90,22 @@ def test_trace_replays_at_its_timestamps(pool, tmp_path, fmt):
     requests = trace.import_trace(path, "tiny-mistral", format=fmt, endpoint="completions")
     assert result.summary.failed == 0, result.summary.errors
     assert [r.scheduled_s for r in records] == pytest.approx([q.timestamp_s for q in requests])
-    lags_ms = np.array([(r.sent_s - r.scheduled_s) * 1000 for r in records])
-    worst = sorted(lags_ms)[-5:]
-    # Sends follow the trace's timestamps within 50 ms. On a 2-core machine whose cores the
-    # server saturates, the OS now and then holds the client off for one request (55-175 ms seen
-    # in about one replay in four): allow that one, not a drift and not a second one.
-    assert np.median(lags_ms) <= 5, worst
-    assert np.sum(lags_ms > 50) <= 1, worst
-    assert lags_ms.max() <= 250, worst
+    # Sends follow the trace's timestamps: no drift (median), and every send later than LATE_S
+    # was held by an event-loop stall the client measured in the same run. On this 2-core VM
+    # the OS now and then holds the whole client off for 0.1-1 s (CI replays saw 1-7 sends 55-964
+    # ms late): timing can't be asserted against a fixed bound, but a late send the loop was free
+    # to make would be the load generator's fault. The stalls must not be the client's own doing
+    # either: it was not saturated (busy CPU with a late loop).
+    lags_s = np.array([r.sent_s - r.scheduled_s for r in records])
+    assert np.median(lags_s) <= 0.005, sorted(lags_s)[-5:]
+    assert not result.client.saturated, result.client.reasons
+    stalls = _merged(result.client.stalls_s, gap_s=LATE_S)
+    unexplained = [
+        (r.index, round(1000 * lag)) for r, lag in zip(records, lags_s, strict=True)
+        if lag > LATE_S
+        and not any(a <= r.scheduled_s + LATE_S and b >= r.sent_s - LATE_S for a, b in stalls)
+    ]
+    assert unexplained == [], (unexplained, stalls)
     assert [r.prompt_tokens for r in records] == [q.prompt_len for q in requests]
     if fmt == "mooncake":   # shared hash ids became shared prefixes the server's cache hit
         block = next(s for s in pool.servers if s.config == PREFIX_ON).facts.block_size

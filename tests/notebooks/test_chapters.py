@@ -1,9 +1,17 @@
 """Every chapter executes top to bottom on the detected profile (cpu-tiny in CI), with its
-"what you should see" checks (``nb.check``) passing."""
+"what you should see" checks (``nb.check``) passing.
+
+Each notebook's wall time goes to ``$COURSE_NOTEBOOK_TIMINGS`` (JSON, for ``scripts/test``'s time
+table); a notebook still running after ``notebook_ceiling`` seconds (``.ci/budget.toml``) is
+stopped and fails, so one runaway cannot eat CI's limit. One chapter the way CI runs it:
+``make notebook NB=03_kv_cache``."""
 
 from __future__ import annotations
 
+import json
+import os
 import time
+import tomllib
 from pathlib import Path
 
 import nbformat
@@ -12,6 +20,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parents[2]
+CEILING_S = tomllib.loads((ROOT / ".ci" / "budget.toml").read_text())["notebooks"][
+    "notebook_ceiling"]
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
 OUT = ROOT / "results" / "notebooks"
 
@@ -19,17 +29,40 @@ OUT = ROOT / "results" / "notebooks"
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_chapter_executes_and_its_checks_hold(path, chapter_env):
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=900, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
     t0 = time.monotonic()
+    client = NotebookClient(nb, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}},
+                            timeout_func=lambda cell: _left_s(t0))
     try:
         client.execute()
     except CellExecutionError as exc:
         pytest.fail(f"{path.name} failed:\n{exc}", pytrace=False)
+    except TimeoutError:
+        pytest.fail(f"{path.name} still ran after the {CEILING_S} s ceiling "
+                    "(.ci/budget.toml notebook_ceiling): stopped", pytrace=False)
     finally:
+        secs = time.monotonic() - t0
+        record_time(path.relative_to(ROOT).as_posix(), secs)
         OUT.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, OUT / path.name)   # the executed copy, for reading a failure
-    print(f"{path.name}: {time.monotonic() - t0:.0f} s")
+    print(f"{path.name}: {secs:.0f} s")
     checks = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("name") == "stdout" and "ok: " in o.get("text", "")]
     assert checks, f"{path.name} asserted none of its 'what you should see' claims (nb.check)"
+
+
+def _left_s(t0: float) -> int:
+    """Seconds a cell may still run before the notebook passes its ceiling (at least 1)."""
+    return max(1, int(CEILING_S - (time.monotonic() - t0)))
+
+
+def record_time(name: str, secs: float) -> None:
+    """Add ``name``'s wall time to ``$COURSE_NOTEBOOK_TIMINGS`` (JSON), if that is set."""
+    target = os.environ.get("COURSE_NOTEBOOK_TIMINGS")
+    if not target:
+        return
+    path = Path(target) if Path(target).is_absolute() else ROOT / target
+    path.parent.mkdir(parents=True, exist_ok=True)
+    times = json.loads(path.read_text()) if path.exists() else {}
+    times[name] = round(secs, 1)
+    path.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")

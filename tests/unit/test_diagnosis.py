@@ -299,11 +299,12 @@ def test_kv_cache_exhausted(tmp_path: Path) -> None:
     assert _keys(d) == ["kv_cache_exhausted"]
     f = d.primary
     assert (f.title, f.layer) == ("KV cache exhausted", "memory")
-    assert f.rule == "preemptions > 0 and KV cache usage peak >= 90%"
+    assert f.rule == ("preemptions > 0 (V1 preempts only when a running request finds no free "
+                      "KV block)")
     assert f.evidence == [
         "3 preemptions (Δvllm:num_preemptions_total); each one frees the request's blocks and "
         "recomputes it from scratch later (V1 preempts by recompute, never swap)",
-        "KV cache usage peak 90.0%, mean 70.0%; KV cache 50,000 tokens",
+        "KV cache usage peak 90.0%, mean 70.0% (sampled); KV cache 50,000 tokens",
         "running mean 1.5 (peak 3) of max_num_seqs 8; waiting peak 0; KV cache peak 90.0%",
     ]
     assert any("--gpu-memory-utilization" in k for k in f.knobs)
@@ -312,19 +313,32 @@ def test_kv_cache_exhausted(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("preemptions", "peak", "fires"),
     [
-        (1.0, 0.9, True),      # at KV_FULL
-        (1.0, 0.899, False),   # just under it
-        (0.0, 0.99, False),    # a full cache without preemptions
+        (1.0, 0.9, True),      # a preemption and a full sample
+        (1.0, 0.5, True),      # the samples missed the full moments: the counter still proves it
+        (5.0, None, True),     # KV usage not sampled
+        (0.0, 0.99, False),    # a full cache without preemptions: nothing was evicted
         (None, 0.99, False),   # preemptions not exposed
-        (5.0, None, False),    # KV usage not exposed
     ],
 )
-def test_kv_cache_exhausted_needs_preemptions_and_a_full_cache(
+def test_kv_cache_exhausted_needs_a_preemption(
     tmp_path: Path, preemptions: float | None, peak: float | None, fires: bool
 ) -> None:
-    assert dg.KV_FULL == 0.90
     d = diagnose(_save(tmp_path, server=_server(preemptions=preemptions, kv_cache_usage_peak=peak)))
     assert _keys(d) == (["kv_cache_exhausted"] if fires else ["no_bottleneck"])
+
+
+def test_kv_cache_exhausted_without_an_in_run_sample(tmp_path: Path) -> None:
+    server = _server(preemptions=4.0, kv_cache_usage_peak=None, kv_cache_usage_mean=None,
+                     num_requests_running_peak=None, num_requests_waiting_peak=None,
+                     running_time_avg=2.5, waiting_time_avg=1.25, samples=0)
+    d = diagnose(_save(tmp_path, server=server))
+    assert _keys(d) == ["kv_cache_exhausted"]
+    assert d.primary.evidence[1:] == [
+        "KV cache usage was not sampled during the run; KV cache 50,000 tokens",
+        "on average 2.50 running (max_num_seqs 8) and 1.25 waiting (Little's law over the "
+        "server's request times); no /metrics sample fell inside the run: sampled peaks and KV "
+        "cache usage unknown",
+    ]
 
 
 def test_compute_bound_is_dropped_under_a_memory_limit(tmp_path: Path) -> None:
@@ -343,7 +357,8 @@ def test_token_budget_saturated(tmp_path: Path) -> None:
     f = d.primary
     assert (f.title, f.layer) == ("step token budget saturated (max_num_batched_tokens)",
                                   "scheduling")
-    assert f.rule == ("mean tokens per step >= 80% of max_num_batched_tokens, requests waiting")
+    assert f.rule == ("mean tokens per step >= 80% of max_num_batched_tokens, requests queued "
+                      "(a sample saw one waiting, or queue time mean >= 50 ms)")
     assert f.evidence == [
         "mean 800.0 tokens per engine step (Δvllm:iteration_tokens_total sum/count) against "
         "max_num_batched_tokens 1000; prompts average 2500 tokens, so each needs >= 3 steps of "
@@ -425,6 +440,43 @@ def test_concurrency_cap_boundaries(tmp_path: Path, extra_free: int, waiting_at_
     assert (dg.PINNED_SHARE, dg.KV_FREE) == (0.50, 0.80)
     run = _save(tmp_path, startup=CAP_STARTUP, series=_cap_series(extra_free, waiting_at_cap),
                 duration_s=10.0 + extra_free, server=_server(kv_cache_usage_peak=kv_peak))
+    assert _keys(diagnose(run)) == (["concurrency_cap"] if fires else ["no_bottleneck"])
+
+
+def test_concurrency_cap_from_counters_needs_no_sample(tmp_path: Path) -> None:
+    # a starved machine answered /metrics too late for any in-run sample: Little's law over the
+    # request-time histograms still shows the cap held
+    server = _server(running_time_avg=3.8, waiting_time_avg=6.5, samples=0,
+                     kv_cache_usage_peak=None, num_requests_running_peak=None,
+                     num_requests_waiting_peak=None)
+    d = diagnose(_save(tmp_path, startup=CAP_STARTUP, server=server, duration_s=10.0))
+    assert _keys(d) == ["concurrency_cap"]
+    f = d.primary
+    assert f.rule == ("time-averaged running >= 90% of max_num_seqs with >= 1 waiting on "
+                      "average, KV cache peak < 80%")
+    assert f.evidence[0] == (
+        "running at max_num_seqs = 4 (flag): 3.80 running and 6.5 waiting on average over the "
+        "run (Little's law: summed request times in vllm:request_prefill/decode/queue_time_seconds"
+        " over the duration)")
+
+
+@pytest.mark.parametrize(
+    ("running", "waiting", "kv_peak", "fires"),
+    [
+        (3.6, 1.0, None, True),    # exactly CAP_MEAN_SHARE of 4, exactly QUEUE_MEAN waiting
+        (3.59, 5.0, None, False),  # just under the share
+        (4.0, 0.99, None, False),  # at the cap, but hardly anything waited
+        (4.0, 5.0, 0.8, False),    # a sampled KV peak at KV_FREE: memory may have held it
+    ],
+)
+def test_concurrency_cap_from_counters_boundaries(tmp_path: Path, running: float, waiting: float,
+                                                  kv_peak: float | None, fires: bool) -> None:
+    assert (dg.CAP_MEAN_SHARE, dg.QUEUE_MEAN) == (0.90, 1.0)
+    server = _server(running_time_avg=running, waiting_time_avg=waiting,
+                     kv_cache_usage_peak=kv_peak)
+    # the samples say otherwise (never at the cap): the counters win where they exist
+    run = _save(tmp_path, startup=CAP_STARTUP, server=server, series=_series([2.0] * 10),
+                duration_s=10.0)
     assert _keys(diagnose(run)) == (["concurrency_cap"] if fires else ["no_bottleneck"])
 
 
@@ -713,6 +765,17 @@ def test_client_concurrency_limit_boundaries(tmp_path: Path, cap: int | None, sl
     assert _keys(diagnose(run)) == (["client_concurrency_limit"] if fires else ["no_bottleneck"])
 
 
+def test_a_server_queue_seen_only_in_its_counters_is_not_a_client_limit(tmp_path: Path) -> None:
+    # no sample saw a request waiting, but the queue-time histogram says they waited
+    assert dg.QUEUE_WAIT_MS == 50.0
+    for queue_ms, fires in ((49.9, True), (50.0, False)):
+        latency = {"queue": HistogramStats(count=8, mean=queue_ms)}
+        run = _save(tmp_path, f"q{queue_ms}", load=LoadSpec(max_concurrency=2),
+                    client=_slot_client(25.0), server=_server(latency_ms=latency))
+        assert _keys(diagnose(run)) == (["client_concurrency_limit"] if fires
+                                        else ["no_bottleneck"]), queue_ms
+
+
 # -- 8. no bottleneck -----------------------------------------------------------------------
 
 
@@ -804,7 +867,8 @@ def test_report_lines(tmp_path: Path) -> None:
     assert lines[10:] == [
         "  also: KV cache exhausted (memory): 3 preemptions (Δvllm:num_preemptions_total); each "
         "one frees the request's blocks and recomputes it from scratch later (V1 preempts by "
-        "recompute, never swap); KV cache usage peak 90.0%, mean 70.0%; KV cache 50,000 tokens"
+        "recompute, never swap); KV cache usage peak 90.0%, mean 70.0% (sampled); KV cache "
+        "50,000 tokens"
     ]
 
 

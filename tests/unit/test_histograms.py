@@ -388,8 +388,8 @@ def test_real_exposition_as_a_run_window(real_text: str) -> None:
     assert m.latency_ms["e2el"].mean == pytest.approx(41.95457410812378 / 20 * 1000)
     assert m.latency_ms["queue"].mean == pytest.approx(31.221610315998987 / 20 * 1000)
     assert m.deprecated_names == []
-    # no in-run samples: gauges over before and after, both idle
-    assert m.busy_fraction == 0.0
+    # no in-run samples: the gauges are unknown (before and after are idle)
+    assert m.busy_fraction is None and m.num_requests_running_peak is None
     assert m.samples == 0
 
 

@@ -211,8 +211,22 @@ def test_summarize_window_without_samples_or_queries() -> None:
     assert m.generation_tokens == 0.0
     assert m.prefix_cache_queries == 0.0
     assert m.prefix_cache_hit_rate is None  # no queries: no rate (not a ZeroDivisionError)
+    # no in-run sample: the gauges are unknown, not the idle before/after values
+    assert m.kv_cache_usage_peak is None and m.kv_cache_usage_mean is None
+    assert m.num_requests_running_peak is None and m.num_requests_waiting_peak is None
+    assert m.busy_fraction is None
+
+
+def test_summarize_window_peaks_include_before_and_after_with_samples() -> None:
+    text = metrics_text(gen=(1.0, 0.0), prompt=(1.0, 0.0), running=(2, 0), waiting=(0, 0),
+                        kv=(0.5, None), queries=0.0, hits=0.0, preempt=0.0)
+    idle = metrics_text(gen=(1.0, 0.0), prompt=(1.0, 0.0), running=(0, 0), waiting=(0, 0),
+                        kv=(0.0, None), queries=0.0, hits=0.0, preempt=0.0)
+    m = summarize_window(parse(text), parse(idle), [parse(idle)])
+    assert m.samples == 1
+    assert m.num_requests_running_peak == 2.0      # from `before`
+    assert m.num_requests_running_mean == 0.0      # means are over the in-run samples only
     assert m.kv_cache_usage_peak == 0.5
-    assert m.num_requests_running_peak == 2.0
 
 
 def test_summarize_window_missing_metrics_are_none() -> None:
@@ -221,8 +235,8 @@ def test_summarize_window_missing_metrics_are_none() -> None:
     assert m.generation_tokens is None
     assert m.prefix_cache_hit_rate is None
     assert m.preemptions is None
-    # peaks use whatever snapshots have the gauge
-    assert m.num_requests_running_peak == 1.0
+    # no in-run sample: no gauge value, whatever before/after held
+    assert m.num_requests_running_peak is None
     n = summarize_window(empty, empty, [])
     assert n.kv_cache_usage_peak is None and n.num_requests_waiting_peak is None
 
@@ -264,7 +278,7 @@ def test_deprecated_aliases_are_read_with_a_warning() -> None:
     # once per process per old name: reading it again is silent (filterwarnings=error)
     assert before.get("vllm:kv_cache_usage_perc") == 0.0
     with pytest.warns(UserWarning) as caught:
-        m = summarize_window(before, after, [])
+        m = summarize_window(before, after, [after])  # one in-run sample
     # each name not warned about yet warns exactly once, however often it is read
     assert sorted(str(w.message) for w in caught) == [
         "server exposes deprecated vllm:gpu_prefix_cache_hits_total; read as "
@@ -309,7 +323,7 @@ def test_kv_cache_usage_stays_a_fraction_under_data_parallelism() -> None:
         hits=0.0,
         preempt=0.0,
     )
-    m = summarize_window(parse(text), parse(text), [])
+    m = summarize_window(parse(text), parse(text), [parse(text)])
     assert m.kv_cache_usage_peak is not None
     assert 0.0 <= m.kv_cache_usage_peak <= 1.0
 

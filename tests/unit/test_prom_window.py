@@ -144,10 +144,35 @@ def test_window_engine_steps_and_gauge_means() -> None:
     assert m.deprecated_names == []
 
 
-def test_window_without_samples_averages_before_and_after() -> None:
+def _request_times(prefill: float, decode: float, queue: float, n: float) -> str:
+    """The three request-time histograms with ``n`` requests and the given sums (s)."""
+    lines = []
+    for name, total in (("vllm:request_prefill_time_seconds", prefill),
+                        ("vllm:request_decode_time_seconds", decode),
+                        ("vllm:request_queue_time_seconds", queue)):
+        lines += _hist(name, {1.0: n, INF: n}, total)
+    return "\n".join(lines) + "\n"
+
+
+def test_time_averaged_running_and_waiting_by_littles_law() -> None:
+    # 10 requests finished in an 8 s run: 4 s of prefill, 12 s of decode, 20 s queued in all
+    before = parse(expo() + _request_times(1.0, 2.0, 0.5, 3), t=0.0)
+    after = parse(expo() + _request_times(5.0, 14.0, 20.5, 13), t=9.0)
+    m = summarize_window(before, after, [], duration_s=8.0)
+    assert m.running_time_avg == pytest.approx((4.0 + 12.0) / 8.0)
+    assert m.waiting_time_avg == pytest.approx(20.0 / 8.0)
+    assert m.samples == 0 and m.num_requests_running_mean is None   # no sample needed
+    # unknown without a duration, or without the histograms
+    assert summarize_window(before, after, []).running_time_avg is None
+    assert summarize_window(BEFORE, AFTER, DURING, duration_s=8.0).running_time_avg is None
+
+
+def test_window_without_samples_has_no_gauges() -> None:
+    # before and after are taken while the server is idle: without an in-run sample nothing is
+    # known about the batch, and 0 would read as "nothing ran"
     m = summarize_window(parse(expo(running=3)), parse(expo(running=0)), [])
-    assert m.num_requests_running_mean == 1.5
-    assert m.busy_fraction == 0.5
+    assert m.num_requests_running_mean is None and m.num_requests_running_peak is None
+    assert m.busy_fraction is None and m.kv_cache_usage_peak is None
     assert m.samples == 0
 
 
@@ -183,7 +208,7 @@ def test_current_names_win_over_deprecated_ones_without_a_warning() -> None:
          *_hist("vllm:time_per_output_token_seconds", {0.01: 1, INF: 9}, 7.0)]
     ) + "\n"
     snap = parse(both)
-    m = summarize_window(snap, snap, [])   # no warning: filterwarnings=error
+    m = summarize_window(snap, snap, [snap])   # no warning: filterwarnings=error
     assert m.kv_cache_usage_peak == 0.25
     assert m.latency_ms["itl"].count == 0
     # only names that were read are listed: the current ones won (vLLM 0.11 showed both)
@@ -200,7 +225,7 @@ def test_only_the_deprecated_names_actually_read_are_listed() -> None:
     ) + "\n")
     after = parse(text)
     with pytest.warns(UserWarning) as caught:
-        m = summarize_window(before, after, [])
+        m = summarize_window(before, after, [after])
     assert [str(w.message) for w in caught] == [
         "server exposes deprecated vllm:time_per_output_token_seconds; read as "
         "vllm:inter_token_latency_seconds"
@@ -348,6 +373,18 @@ def _metrics_script(fail_from: int | None = None):
     return script
 
 
+def _sampled(fake: FakeSSE, interval_s: float, seconds: float, **kwargs) -> Sampler:
+    """A Sampler run against ``fake`` for ``seconds``, every ``interval_s``."""
+
+    async def go() -> Sampler:
+        async with fake.serve() as url:
+            async with Sampler(url, interval_s=interval_s, **kwargs) as sampler:
+                await asyncio.sleep(seconds)
+        return sampler
+
+    return asyncio.run(go())
+
+
 def test_sampler_scrapes_in_the_background_with_telemetry() -> None:
     fake = FakeSSE(_metrics_script())
     threads: list[bool] = []
@@ -356,13 +393,7 @@ def test_sampler_scrapes_in_the_background_with_telemetry() -> None:
         threads.append(threading.current_thread() is threading.main_thread())
         return {"server_cpu_cores": float(len(threads))}
 
-    async def go() -> Sampler:
-        async with fake.serve() as url:
-            async with Sampler(url, interval_s=0.05, telemetry=telemetry) as sampler:
-                await asyncio.sleep(0.3)
-        return sampler
-
-    sampler = asyncio.run(go())
+    sampler = _sampled(fake, interval_s=0.05, seconds=0.3, telemetry=telemetry)
     n = len(sampler.samples)
     assert 1 <= n <= 7
     calls = len(fake.calls)
@@ -392,16 +423,30 @@ def test_sampler_scrapes_in_the_background_with_telemetry() -> None:
     assert series.interval_s == 0.05
 
 
+def test_sampler_summary_counts_only_the_samples_inside_the_run_window() -> None:
+    fake = FakeSSE(_metrics_script())
+
+    sampler = _sampled(fake, interval_s=0.05, seconds=0.4)
+    ts = [s.t for s in sampler.samples]
+    assert len(ts) >= 3
+    # a window that ends between the second and third sample keeps the first two
+    window = (sampler.before.t, (ts[1] + ts[2]) / 2)
+    m = sampler.summary(window)
+    assert m.samples == 2
+    # scrape i reads running = i % 2: the first two in-run samples (scrapes 1 and 2) read 1, 0
+    assert m.num_requests_running_mean == 0.5
+    # counters still come from before and after, whatever the window
+    assert m.generation_tokens == sampler.summary().generation_tokens
+    assert sampler.summary().samples == len(ts)
+    # a window that closed before any sample: no in-run sample, gauges unknown
+    none = sampler.summary((sampler.before.t, sampler.before.t))
+    assert none.samples == 0 and none.num_requests_running_mean is None
+
+
 def test_sampler_skips_failed_scrapes_and_has_no_summary_without_a_final_one() -> None:
     fake = FakeSSE(_metrics_script(fail_from=1))
 
-    async def go() -> Sampler:
-        async with fake.serve() as url:
-            async with Sampler(url, interval_s=0.03) as sampler:
-                await asyncio.sleep(0.15)
-        return sampler
-
-    sampler = asyncio.run(go())
+    sampler = _sampled(fake, interval_s=0.03, seconds=0.15)
     assert len(fake.calls) >= 2   # before, failed samples, the failed final scrape
     assert sampler.samples == []
     assert sampler.after is None

@@ -17,6 +17,7 @@ from vllm_course.selfcheck import (
     SEND_LAG_P50_MS,
     SEND_LAG_TTFT_SHARE,
     STALL_NOTE_MS,
+    STALL_RECORD_MS,
     ClientChecks,
     LoopLagMonitor,
     client_checks,
@@ -36,15 +37,24 @@ def _monitor(body, probe_s: float = LAG_PROBE_S) -> LoopLagMonitor:
 
 
 def test_a_blocked_loop_shows_as_lag() -> None:
+    blocked = []
+
     async def body() -> None:
         await asyncio.sleep(0.05)   # let the probe start
+        t = time.perf_counter()
         time.sleep(0.2)             # block the loop on purpose
+        blocked.append((t, time.perf_counter()))
         await asyncio.sleep(0.05)
 
     lag = _monitor(body)
     assert len(lag.lags_ms) >= 3
     assert max(lag.lags_ms) >= 150.0   # one probe woke ~190 ms late
     assert all(v >= 0.0 for v in lag.lags_ms)
+    # the stall is kept with its times: it began at most one probe interval after the block
+    # did (the probe then asleep was due) and ended when the loop ran again
+    (start, end), = blocked
+    assert any(a <= start + LAG_PROBE_S and b >= end for a, b in lag.stalls), (blocked, lag.stalls)
+    assert all(b - a >= STALL_RECORD_MS / 1000 for a, b in lag.stalls)
     # sleeping blocks the loop but burns no CPU
     assert lag.cpu_cores is not None and lag.cpu_cores < 0.5
 
