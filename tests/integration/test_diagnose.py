@@ -21,15 +21,17 @@ from vllm_course import selfcheck
 from vllm_course.cli import main
 from vllm_course.config import LoadSpec, RunConfig, ServerConfig, SyntheticWorkload
 from vllm_course.experiment import run_experiment
+from vllm_course.models import CARDS
 from vllm_course.results import TTFT_GAP_MS
 
 from conftest import DEFAULT, EAGER
 
-# 4 MiB hold 2,048 tokens (16 blocks of 128) of tiny-mistral's KV cache: 16 requests of
+# 2,048 tokens (16 blocks of 128) of tiny-mistral's KV cache (8 MiB in float32): 16 requests of
 # 200 + 250 tokens need 64 blocks, so the scheduler must preempt; max-model-len 1024 passes
 # vLLM's check that one full-length request fits.
-KV_TINY = ServerConfig(model="tiny-mistral", args={**EAGER, "kv-cache-memory-bytes": 4 * 2**20,
-                                                   "max-model-len": 1024})
+KV_TINY = ServerConfig(model="tiny-mistral", args={
+    **EAGER, "kv-cache-memory-bytes": 2048 * CARDS["tiny-mistral"].kv_bytes_per_token,
+    "max-model-len": 1024})
 ONE_SEQ = ServerConfig(model="tiny-mistral", args={**EAGER, "max-num-seqs": 1})
 SMALL_BUDGET = ServerConfig(model="tiny-mistral", args={**EAGER, "max-num-batched-tokens": 64})
 

@@ -220,6 +220,7 @@ class Call:
     body: dict
     start: float  # time.perf_counter() when it arrived
     end: float | None = None  # when its response body finished or was closed
+    read_to_end: bool = False  # the client read the body through (MockTransport only)
 
 
 ScriptFn = Callable[[int, str, dict], Script]
@@ -352,6 +353,7 @@ class _ScriptStream(httpx.AsyncByteStream):
                 raise event.exc()
             else:
                 yield encode(event)
+        self._call.read_to_end = True
         self._fake._end(self._call)
 
     async def aclose(self) -> None:

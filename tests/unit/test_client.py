@@ -201,12 +201,15 @@ def test_finish_reason_without_done_is_fine() -> None:
     assert r.output_tokens == 2
 
 
-def test_done_stops_reading() -> None:
-    # anything after [DONE] is not read (a malformed line there does no harm)
-    events = completion_stream(["a"]) + ["data: {not json\n\n"]
-    r, _ = _send(events)
+def test_done_ends_parsing_but_the_body_is_read_through() -> None:
+    # events after [DONE] are not parsed (a malformed line there does no harm), but the body is
+    # read to its end: httpx keeps a connection for the next request only then (closing it
+    # cost a TCP connect per request)
+    events = completion_stream(["a"]) + ["data: {not json\n\n", "data: [DONE]\n\n"]
+    r, fake = _send(events)
     assert r.error is None
     assert r.chunk_tokens == [1]
+    assert fake.calls[0].read_to_end
 
 
 def test_sse_comments_and_blank_lines_are_ignored() -> None:
