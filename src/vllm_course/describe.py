@@ -6,8 +6,8 @@ trace (:mod:`vllm_course.trace`): ``.csv`` is read as an Azure trace, a ``.jsonl
 request has ``input_length`` as a Mooncake trace, anything else as our JSONL; ``format`` forces
 one.
 
-Percentiles are linear-interpolated (``np.percentile``), as ``../shared/workload_stats.md``
-computes them. Prefix sharing is given twice, as :class:`vllm_course.prefix.PrefixStats` defines
+Percentiles are linear-interpolated (``np.percentile``'s default), the convention of the
+numbers the datasets' cards quote from the public traces. Prefix sharing is given twice, as :class:`vllm_course.prefix.PrefixStats` defines
 it, for requests sent in file order to a fresh server: the **sharing ratio** (tokens of each
 prompt's longest common prefix with an earlier prompt, over all prompt tokens) and the **expected
 prefix-cache hit rate** (tokens vLLM serves from its cache in whole ``cache_block_size`` blocks,

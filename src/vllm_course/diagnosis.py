@@ -4,8 +4,10 @@
 summary and self-checks, the server's metrics over the run window, its time series and startup
 facts, and the per-request records. Each rule below looks for one bottleneck; the findings that
 fire are listed most limiting first, and the first one is the diagnosis. The facts behind the
-advice are in vllm_facts.md (the V1 engine): preemption is recompute, prefix caching and chunked
-prefill are on by default, ``--max-model-len`` does not size the KV cache.
+advice are vLLM V1's (read in its source, 0.26 and 0.32): preemption is recompute
+(``vllm/v1/core/sched/scheduler.py``), prefix caching and chunked prefill are on by default
+(``vllm/config/cache.py``, ``vllm/engine/arg_utils.py``), ``--max-model-len`` does not size the
+KV cache (``vllm/v1/core/kv_cache_utils.py``).
 
 Rules, in the order they are checked (thresholds are the module constants):
 

@@ -1,4 +1,4 @@
-"""Server reuse inside one owner (DESIGN.md §1, "Servers are owned").
+"""Server reuse inside one owner, which stops every server it started.
 
 A :class:`ServerPool` belongs to one owner: a pytest session, a CLI run, a Jupyter kernel, a CI
 job. It hands out a running server whose settings are identical to the ones asked for, or starts

@@ -2,7 +2,8 @@
 
 Parsing uses ``prometheus_client``'s own parser. Values are summed over label sets (one series per
 engine under data parallelism). Deprecated metric names are understood through
-:data:`ALIASES` (metrics_reference.md §3), with a warning.
+:data:`ALIASES`, with a warning. Metric names are those of vLLM V1's ``PrometheusStatLogger``
+(``vllm/v1/metrics/loggers.py``; also ``docs/design/metrics.md`` in vLLM's repository).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict, Field
 
-# current name -> older names that meant the same thing (metrics_reference.md §3)
+# current name -> older names that meant the same thing (vllm/v1/metrics/loggers.py: the gpu_
+# names of the KV cache and prefix cache metrics were deprecated in 0.9 and gone by 0.11)
 ALIASES: dict[str, tuple[str, ...]] = {
     "vllm:kv_cache_usage_perc": ("vllm:gpu_cache_usage_perc",),
     "vllm:prefix_cache_queries_total": ("vllm:gpu_prefix_cache_queries_total",),

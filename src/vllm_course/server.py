@@ -205,7 +205,8 @@ def default_max_num_seqs(
 
     CPU: 128 per tensor-parallel rank (world size 1 assumed here); a GPU with at least 70 GiB
     that is not an A100: 1024; other GPUs: 256; ``--performance-mode throughput`` doubles it;
-    vLLM then caps it at ``max_num_batched_tokens`` (vllm_facts.md #3; read in 0.26 and 0.32).
+    vLLM then caps it at ``max_num_batched_tokens`` (``vllm/engine/arg_utils.py``,
+    ``get_batch_defaults``; read in 0.26 and 0.32).
 
     Args:
         device: ``"cpu"`` or ``"gpu"``.
@@ -233,7 +234,7 @@ def default_max_num_batched_tokens(
 
     CPU: 2048 (world size 1); a GPU with at least 160 GiB: 16384; at least 70 GiB and not an
     A100 (H100, H200): 8192; other GPUs: 2048; ``--performance-mode throughput`` doubles it
-    (vllm_facts.md #4; ``vllm/engine/arg_utils.py`` of 0.32, the same table for H200 in 0.26).
+    (``vllm/engine/arg_utils.py`` of 0.32, the same table for H200 in 0.26).
     vLLM logs the value only sometimes ("Chunked prefill is enabled with ..."), hence this.
     """
     mem = gpu_memory_bytes or 0

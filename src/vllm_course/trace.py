@@ -1,6 +1,7 @@
 """Public LLM-serving traces as request sets: the Azure LLM inference CSVs and Mooncake's JSONL.
 
-Two layouts are read (see ``../shared/workload_stats.md``, "File formats"):
+Two layouts are read, as the public files write them (Azure/AzurePublicDataset,
+``AzureLLMInferenceDataset2023.md``; kvcache-ai/Mooncake, ``FAST25-release/traces``):
 
 * **azure**: CSV with the header ``TIMESTAMP,ContextTokens,GeneratedTokens`` (extra columns, such
   as the 2025 multimodal file's ``NumImages``, are ignored). ``TIMESTAMP`` is a date-time as the

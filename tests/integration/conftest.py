@@ -1,6 +1,6 @@
 """Integration tests against real vLLM (the CPU build here): one server pool per test session.
 
-Servers with identical settings are started once per session and shared (DESIGN.md §1); the
+Servers with identical settings are started once per session and shared (one owner); the
 session stops every one of them at the end and checks that no process of theirs survived.
 """
 

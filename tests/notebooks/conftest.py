@@ -1,6 +1,6 @@
 """Chapter notebooks, each executed top to bottom in a fresh kernel against real vLLM.
 
-This pytest session is the CI job's owner of servers (DESIGN.md §1): it owns one ServerPool and
+This pytest session is the CI job's owner of servers: it owns one ServerPool and
 lends it to the kernels through a PoolBroker (``VLLM_COURSE_POOL``), so chapters that ask for
 the same settings share one server instead of starting their own. Every server is stopped at the
 end of the session and checked for survivors.
