@@ -328,9 +328,12 @@ async def _measure(
         telemetry.close()
         if server.log_path != run_dir / "server.log" and server.log_path.exists():
             shutil.copyfile(server.log_path, run_dir / "server.log")
+    # Little's law needs the span in which the server could hold requests: from the first send
+    # (a client held up at the start sends late, and the server idles until then) to the end
+    sent = [r.sent_s for r in result.records if r.sent_s is not None]
     server_metrics = sampler.summary(
         window=(result.started_at, result.started_at + result.duration_s),
-        duration_s=result.duration_s,
+        duration_s=result.duration_s - min(sent, default=0.0),
     )
     series = sampler.series(result.started_at)
     (run_dir / "timeseries.json").write_text(series.model_dump_json() + "\n")

@@ -283,9 +283,10 @@ class ServerMetrics(BaseModel):
         running_time_avg: time-averaged number of running requests over the run, by Little's
             law: the summed prefill + decode time (``vllm:request_prefill_time_seconds`` +
             ``vllm:request_decode_time_seconds``, from first scheduled to last token) of the
-            requests that finished in the window, divided by the run's duration. Read from
-            counters, so it needs no in-run sample (a starved 2-core machine may answer
-            ``/metrics`` too late for any); ``None`` without the histograms or a duration.
+            requests that finished in the window, divided by the run's span (``duration_s``
+            as the caller gives it: from the first request sent to the last one finished).
+            Read from counters, so it needs no in-run sample (a starved 2-core machine may
+            answer ``/metrics`` too late for any); ``None`` without the histograms or a span.
         waiting_time_avg: the same for the server's queue: summed
             ``vllm:request_queue_time_seconds`` over the run's duration (requests).
         deprecated_names: deprecated metric names this server exposed (read as current ones).
