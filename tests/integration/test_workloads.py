@@ -132,7 +132,8 @@ DATASETS = {"chat": "chat", "code-completion": "completions", "long-doc": "compl
 
 # The first requests of each file: the server's token counts must equal the card's for every one
 # of them. The rest of each file comes from the same generator and tokenizer, and the unit tests
-# regenerate every file byte for byte; all 352 requests took ~100 s of CI, these ~35 s.
+# regenerate every file byte for byte. In full, the 100 requests of the mixed file alone took
+# 25-34 s of CI (two runs of 2026-12-01).
 DATASET_REQUESTS = 24
 
 
