@@ -288,7 +288,7 @@ class ServerMetrics(BaseModel):
             Read from counters, so it needs no in-run sample (a starved 2-core machine may
             answer ``/metrics`` too late for any); ``None`` without the histograms or a span.
         waiting_time_avg: the same for the server's queue: summed
-            ``vllm:request_queue_time_seconds`` over the run's duration (requests).
+            ``vllm:request_queue_time_seconds`` over the same span (requests).
         deprecated_names: deprecated metric names this server exposed (read as current ones).
     """
 

@@ -184,6 +184,24 @@ def judge(
     return reasons, notes
 
 
+def held_by_stall(start_s: float, end_s: float, stalls_s: Sequence[tuple[float, float]],
+                  slack_s: float) -> bool:
+    """Whether a delay from ``start_s`` to ``end_s`` (e.g. a request's scheduled and actual send
+    times, s) is explained by event-loop stalls: it is shorter than ``slack_s``, or stalls (of
+    :attr:`ClientChecks.stalls_s`; those less than ``slack_s`` apart count as one, the loop ran
+    only a moment between them) held the loop from ``start_s + slack_s`` to ``end_s - slack_s``.
+    A delay this says False to was added while the loop was free to run."""
+    if end_s - start_s < slack_s:
+        return True
+    merged: list[list[float]] = []
+    for a, b in sorted(stalls_s):
+        if merged and a - merged[-1][1] <= slack_s:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return any(a <= start_s + slack_s and b >= end_s - slack_s for a, b in merged)
+
+
 def client_checks(
     records: Sequence[RequestRecord],
     lags_ms: Sequence[float],

@@ -10,6 +10,7 @@ import pytest
 from vllm_course import prefix, trace
 from vllm_course.config import FileWorkload, LoadSpec, RunConfig, ServerConfig, TraceWorkload
 from vllm_course.experiment import run_experiment
+from vllm_course.selfcheck import held_by_stall
 from vllm_course.workload import PromptTokenizer, Request, read_jsonl, write_jsonl
 
 from conftest import DEFAULT, EAGER, INTERVAL4_NO_PREFIX  # noqa: E402  (shared servers)
@@ -74,17 +75,6 @@ LATE_S = 0.05
 end of the stall (the loop runs the ready callbacks in turn after it resumes)."""
 
 
-def _merged(stalls: list[tuple[float, float]], gap_s: float) -> list[tuple[float, float]]:
-    """Stalls less than ``gap_s`` apart as one: the loop ran only a moment in between."""
-    out: list[list[float]] = []
-    for a, b in sorted(stalls):
-        if out and a - out[-1][1] <= gap_s:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
 @pytest.mark.parametrize("fmt", ["azure", "mooncake"])
 def test_trace_replays_at_its_timestamps(pool, tmp_path, fmt):
     path = REPO / "datasets" / "traces" / ("azure_sample.csv" if fmt == "azure" else "mooncake_sample.jsonl")
@@ -109,12 +99,9 @@ def test_trace_replays_at_its_timestamps(pool, tmp_path, fmt):
     lags_s = np.array([r.sent_s - r.scheduled_s for r in records])
     assert np.median(lags_s) <= 0.005, sorted(lags_s)[-5:]
     assert not result.client.saturated, result.client.reasons
-    stalls = _merged(result.client.stalls_s, gap_s=LATE_S)
-    unexplained = [
-        (r.index, round(1000 * lag)) for r, lag in zip(records, lags_s, strict=True)
-        if lag > LATE_S
-        and not any(a <= r.scheduled_s + LATE_S and b >= r.sent_s - LATE_S for a, b in stalls)
-    ]
+    stalls = result.client.stalls_s
+    unexplained = [(r.index, round(1000 * lag)) for r, lag in zip(records, lags_s, strict=True)
+                   if not held_by_stall(r.scheduled_s, r.sent_s, stalls, LATE_S)]
     assert unexplained == [], (unexplained, stalls)
     assert [r.prompt_tokens for r in records] == [q.prompt_len for q in requests]
     if fmt == "mooncake":   # shared hash ids became shared prefixes the server's cache hit

@@ -21,6 +21,7 @@ from vllm_course.selfcheck import (
     ClientChecks,
     LoopLagMonitor,
     client_checks,
+    held_by_stall,
     judge,
 )
 
@@ -475,3 +476,15 @@ def test_judge_stall_note_only_without_reasons() -> None:
     assert judge(stalls, late_sends, 0.3, None) == (
         [], [_starved_note("0.30 cores", send_reason)]
     )
+
+
+def test_a_delay_is_held_by_a_stall_only_where_one_covered_it() -> None:
+    slack = 0.05
+    assert held_by_stall(1.0, 1.04, [], slack)                      # under the slack
+    assert not held_by_stall(1.0, 1.5, [], slack)                   # late, no stall
+    assert held_by_stall(1.0, 1.5, [(0.98, 1.46)], slack)           # covered within the slack
+    assert not held_by_stall(1.0, 1.5, [(1.2, 1.5)], slack)         # stall began too late
+    # two stalls with the loop free for 30 ms between them count as one...
+    assert held_by_stall(1.0, 1.5, [(1.0, 1.2), (1.23, 1.5)], slack)
+    # ...but not with 100 ms of free loop between them
+    assert not held_by_stall(1.0, 1.5, [(1.0, 1.2), (1.3, 1.5)], slack)
