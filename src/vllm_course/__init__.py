@@ -22,36 +22,62 @@ from vllm_course.records import RequestRecord
 from vllm_course.results import RunResult
 from vllm_course.selfcheck import ClientChecks
 from vllm_course.server import ServerError, UnknownFlagError, VLLMServer
+from vllm_course.tuning import (
+    CompareResult,
+    CompareSpec,
+    ProgressBar,
+    ResultCache,
+    SLOSearchResult,
+    SLOSearchSpec,
+    Step,
+    SweepResult,
+    SweepSpec,
+    compare,
+    slo_search,
+    sweep,
+)
 from vllm_course.workload import PromptTokenizer, Request, WorkloadError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ClientChecks",
+    "CompareResult",
+    "CompareSpec",
     "Diagnosis",
     "Dist",
     "FileWorkload",
     "Finding",
     "LoadSpec",
+    "ProgressBar",
     "PromptTokenizer",
     "Request",
     "RequestRecord",
+    "ResultCache",
     "RunConfig",
     "RunResult",
     "RunSummary",
     "SLO",
+    "SLOSearchResult",
+    "SLOSearchSpec",
     "ServerConfig",
     "ServerError",
     "ServerMetrics",
     "ServerPool",
+    "Step",
+    "SweepResult",
+    "SweepSpec",
     "SyntheticWorkload",
     "TimeSeries",
     "TraceWorkload",
     "UnknownFlagError",
     "VLLMServer",
     "WorkloadError",
+    "compare",
     "diagnose",
     "run_experiment",
     "run_load",
+    "slo_search",
     "summarize",
+    "sweep",
 ]

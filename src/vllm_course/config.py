@@ -173,6 +173,10 @@ class LoadSpec(_Frozen):
             request needs one). ``None`` (default): ``trace`` for a ``kind: trace`` workload,
             ``process`` otherwise. With ``trace``, ``rate_rps`` and ``burstiness`` must keep
             their defaults.
+        reset_prefix_cache: empty the server's prefix cache before the run (before the
+            warmups), so a reused server starts every run in the same state: no prompt hits
+            blocks an earlier run left (``POST /reset_prefix_cache``, as ``vllm bench sweep``
+            does between runs). Hits within the run still happen and are counted.
     """
 
     endpoint: Endpoint = "completions"
@@ -183,11 +187,13 @@ class LoadSpec(_Frozen):
     seed: int = 0
     timeout_s: float = Field(600.0, gt=0)
     arrivals: Literal["process", "trace"] | None = None
+    reset_prefix_cache: bool = True
 
-    @field_validator("rate_rps", mode="before")
+    @field_validator("rate_rps", "burstiness", mode="before")
     @classmethod
     def _null_rate_is_infinite(cls, v: object) -> object:
-        # JSON has no infinity: pydantic writes rate_rps=inf as null (summary.json), so read it back
+        # JSON has no infinity: pydantic writes rate_rps=inf (and burstiness=inf, a constant
+        # rate) as null (summary.json), so read it back
         return math.inf if v is None else v
 
     @model_validator(mode="after")
@@ -231,16 +237,7 @@ class RunConfig(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _default_workload_kind(cls, data: object) -> object:
-        # `kind` may be left out: a workload with a `path` is a file, anything else synthetic
-        if isinstance(data, dict) and isinstance(data.get("workload"), dict):
-            wl = data["workload"]
-            if "kind" not in wl:
-                kind = "synthetic"
-                if "path" in wl:
-                    trace = "format" in wl or str(wl["path"]).lower().endswith(".csv")
-                    kind = "trace" if trace else "file"
-                data = {**data, "workload": {"kind": kind, **wl}}
-        return data
+        return default_workload_kind(data)
 
     @model_validator(mode="after")
     def _trace_arrivals_fit(self) -> RunConfig:
@@ -257,8 +254,7 @@ class RunConfig(_Frozen):
 
     @model_validator(mode="after")
     def _name_is_a_folder_name(self) -> RunConfig:
-        if not self.name or any(c in self.name for c in "/\\") or self.name.startswith("."):
-            raise ValueError(f"name {self.name!r} must be a plain folder name")
+        check_folder_name(self.name)
         return self
 
     @classmethod
@@ -269,9 +265,42 @@ class RunConfig(_Frozen):
             FileNotFoundError: if the file does not exist.
             pydantic.ValidationError: naming each bad or unknown field.
         """
-        data = yaml.safe_load(Path(path).read_text()) or {}
-        if not isinstance(data, dict):
-            raise ValueError(
-                f"{path}: expected a mapping at the top level, got {type(data).__name__}"
-            )
-        return cls.model_validate(data)
+        return cls.model_validate(read_mapping(path))
+
+
+def default_workload_kind(data: object) -> object:
+    """Fill in a workload's ``kind`` when a file leaves it out: a workload with a ``path`` is a
+    file (a trace if it has a ``format`` or ends in ``.csv``), anything else synthetic."""
+    if isinstance(data, dict) and isinstance(data.get("workload"), dict):
+        wl = data["workload"]
+        if "kind" not in wl:
+            kind = "synthetic"
+            if "path" in wl:
+                trace = "format" in wl or str(wl["path"]).lower().endswith(".csv")
+                kind = "trace" if trace else "file"
+            data = {**data, "workload": {"kind": kind, **wl}}
+    return data
+
+
+def read_mapping(path: str | Path) -> dict:
+    """A YAML (or JSON) file whose top level is a mapping.
+
+    Raises:
+        FileNotFoundError: if the file does not exist.
+        ValueError: if the top level is not a mapping.
+    """
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def check_folder_name(name: str, what: str = "name") -> str:
+    """``name`` if it is a plain folder name (not empty, no slash, not starting with a dot).
+
+    Raises:
+        ValueError: naming ``what`` and the bad value.
+    """
+    if not name or any(c in name for c in "/\\") or name.startswith("."):
+        raise ValueError(f"{what} {name!r} must be a plain folder name")
+    return name

@@ -122,6 +122,32 @@ def memory_available_bytes() -> int | None:
     return None
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name from /proc/cpuinfo (``model name``, or ``Model``/``CPU part`` on
+    Arm), or ``None`` where unreadable."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    for field in ("model name", "Model", "CPU part"):
+        if m := re.search(rf"^{field}\s*:\s*(.+)$", text, re.M):
+            return m.group(1).strip()
+    return None
+
+
+@lru_cache(maxsize=1)
+def hardware() -> dict:
+    """What the hardware is, for telling results of different machines apart (the result
+    cache's key): architecture, CPU model, logical CPUs and GPU names. Reads files and
+    ``nvidia-smi`` only; never imports vLLM."""
+    return {
+        "machine": platform.machine(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "gpus": gpus(),
+    }
+
+
 def facts() -> dict:
     """Versions and hardware, stored with every result (``env`` in ``summary.json``)."""
     return {

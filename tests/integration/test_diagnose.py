@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import DEFAULT, EAGER, ONE_SEQ
 
 from vllm_course import diagnosis as dg
 from vllm_course import selfcheck
@@ -24,15 +25,12 @@ from vllm_course.experiment import run_experiment
 from vllm_course.models import CARDS
 from vllm_course.results import TTFT_GAP_MS
 
-from conftest import DEFAULT, EAGER
-
 # 2,048 tokens (16 blocks of 128) of tiny-mistral's KV cache (8 MiB in float32): 16 requests of
 # 200 + 250 tokens need 64 blocks, so the scheduler must preempt; max-model-len 1024 passes
 # vLLM's check that one full-length request fits.
 KV_TINY = ServerConfig(model="tiny-mistral", args={
     **EAGER, "kv-cache-memory-bytes": 2048 * CARDS["tiny-mistral"].kv_bytes_per_token,
     "max-model-len": 1024})
-ONE_SEQ = ServerConfig(model="tiny-mistral", args={**EAGER, "max-num-seqs": 1})
 SMALL_BUDGET = ServerConfig(model="tiny-mistral", args={**EAGER, "max-num-batched-tokens": 64})
 
 
@@ -75,7 +73,21 @@ def test_tiny_kv_cache_is_exhausted(pool, tmp_path):
         assert f"KV cache usage peak {100 * m.kv_cache_usage_peak:.1f}%" in text
 
 
+def test_small_token_budget_with_long_prompts_is_saturated(pool, tmp_path):
+    result = _run(pool, tmp_path, "budget-64", SMALL_BUDGET, n=12, isl=1000, osl=16)
+    m = result.server_metrics
+    assert result.startup["max_num_batched_tokens"] == 64
+    assert m.tokens_per_step_mean >= dg.BUDGET_SHARE * 64
+    # every prompt takes >= 16 steps of prefill: later requests wait seconds for their first token
+    assert result.summary.ttft_ms.p99 > 1000
+    text = _cli_diagnosis(result)
+    assert _first(text) == "step token budget saturated (max_num_batched_tokens)", text
+    assert f"mean {m.tokens_per_step_mean:.1f} tokens per engine step" in text
+    assert "against max_num_batched_tokens 64" in text
+
+
 def test_one_running_sequence_is_a_concurrency_cap(pool, tmp_path):
+    # after the other small servers: ONE_SEQ stays live for test_experiments (conftest)
     result = _run(pool, tmp_path, "one-seq", ONE_SEQ, n=28, isl=64, osl=48)
     m = result.server_metrics
     assert result.startup["max_num_seqs"] == 1
@@ -90,19 +102,6 @@ def test_one_running_sequence_is_a_concurrency_cap(pool, tmp_path):
     assert _first(text) == "concurrency cap reached (max_num_seqs)", text
     assert (f"running at max_num_seqs = 1 (flag): {m.running_time_avg:.2f} running and "
             f"{m.waiting_time_avg:.1f} waiting on average") in text
-
-
-def test_small_token_budget_with_long_prompts_is_saturated(pool, tmp_path):
-    result = _run(pool, tmp_path, "budget-64", SMALL_BUDGET, n=12, isl=1000, osl=16)
-    m = result.server_metrics
-    assert result.startup["max_num_batched_tokens"] == 64
-    assert m.tokens_per_step_mean >= dg.BUDGET_SHARE * 64
-    # every prompt takes >= 16 steps of prefill: later requests wait seconds for their first token
-    assert result.summary.ttft_ms.p99 > 1000
-    text = _cli_diagnosis(result)
-    assert _first(text) == "step token budget saturated (max_num_batched_tokens)", text
-    assert f"mean {m.tokens_per_step_mean:.1f} tokens per engine step" in text
-    assert "against max_num_batched_tokens 64" in text
 
 
 def test_one_request_in_flight_is_a_client_limit_not_saturation(pool, tmp_path):

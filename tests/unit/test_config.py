@@ -210,3 +210,12 @@ def test_models_are_frozen() -> None:
 def test_workload_kind_defaults_to_synthetic(tmp_path: Path) -> None:
     cfg = RunConfig.from_file(_write(tmp_path, "workload:\n  num_requests: 5\n"))
     assert cfg.workload == SyntheticWorkload(num_requests=5)
+
+
+def test_constant_rate_load_round_trips_through_json():
+    # JSON has no infinity: rate_rps=inf and burstiness=inf (a constant rate) are written as null
+    from vllm_course.config import LoadSpec
+
+    load = LoadSpec(rate_rps=10.0, burstiness=float("inf"))
+    back = LoadSpec.model_validate_json(load.model_dump_json())
+    assert back == load and back.burstiness == float("inf")

@@ -1,0 +1,190 @@
+"""Experiments of many points against real vLLM (the CPU build here): every run starts from an
+empty prefix cache; compares of identical and of different settings; a sweep of 3 server
+settings x 4 concurrency caps, cut short, resumed, then read back from the cache without a server.
+
+The servers are the session's shared ones (conftest: test_diagnose leaves ONE_SEQ and DEFAULT
+live; the sweep's third setting is test_measurement's INTERVAL4_NO_PREFIX), so this file starts
+one server when the whole suite runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from conftest import DEFAULT, INTERVAL4_NO_PREFIX, ONE_SEQ
+
+from vllm_course.config import SLO, LoadSpec, RunConfig, SyntheticWorkload
+from vllm_course.experiment import run_experiment
+from vllm_course.tuning import ResultCache, SweepResult, SweepSpec, sweep
+from vllm_course.tuning.comparison import SIGNIFICANT, WITHIN_NOISE, CompareSpec, compare
+from vllm_course.tuning.slo import SLOSearchSpec, slo_search
+
+
+def test_each_run_starts_from_an_empty_prefix_cache_unless_told_not_to(pool, tmp_path):
+    # 8 random prompts of 300 tokens: 2 full KV blocks of 128 tokens (the CPU backend's block
+    # size, read from the server below), shared with no other prompt. vLLM caches full blocks
+    # only, and computes at least the last token, so a repeated prompt hits its 2 full blocks.
+    n, isl = 8, 300
+
+    def run(name, reset):
+        config = RunConfig(name=name, server=DEFAULT,
+                           workload=SyntheticWorkload(num_requests=n, input_len=isl,
+                                                      output_len=4, seed=11),
+                           load=LoadSpec(max_concurrency=4, reset_prefix_cache=reset))
+        return asyncio.run(run_experiment(config, tmp_path, pool=pool))
+
+    first = run("first", True)
+    block = first.startup["block_size"]
+    assert block == 128
+    assert first.server_metrics.prefix_cache_hits == 0        # random prompts share no block
+    kept = run("kept", False)                                  # the same prompts again
+    assert kept.server_metrics.prefix_cache_hits == n * (isl // block) * block
+    emptied = run("emptied", True)
+    assert emptied.server_metrics.prefix_cache_hits == 0
+
+
+def test_a_compare_of_identical_settings_is_within_noise(pool, tmp_path):
+    # Two labels, one server: 3 interleaved repeats each, all three metrics. The verdict is
+    # statistical: under identical settings a "significant" happens with probability at most
+    # 1 - confidence (family-wise over the 3 metrics), so this test asks for 99.9 %: it may
+    # fail once in a thousand runs by construction, not because of the machine's noise.
+    spec = CompareSpec(name="same", servers={"a": DEFAULT, "b": DEFAULT}, confidence=0.999,
+                       workload=SyntheticWorkload(num_requests=16, input_len=32,
+                                                  output_len=16),
+                       load=LoadSpec(max_concurrency=4, num_warmups=1))
+    result = asyncio.run(compare(spec, pool=pool, cache=None, results_root=tmp_path))
+    print("\n" + result.report())
+    assert result.order.endswith("on 1 server(s)")
+    assert [s.verdict for s in result.stats if s.setting == "b"] == [WITHIN_NOISE] * 3
+    assert all(len(s.values) == 3 for s in result.stats)
+
+
+def test_a_compare_of_one_running_sequence_against_the_default_is_significant(pool, tmp_path):
+    # 16 requests, 8 in flight: the default server batches them, max-num-seqs 1 runs one at a
+    # time (measured on the 2-core CI machine with 64 x 128/64 at once: 378-413 vs
+    # 1,369-1,426 output tok/s, ~3.5x)
+    spec = CompareSpec(name="seqs", servers={"default": DEFAULT, "one-seq": ONE_SEQ},
+                       metrics=["output_throughput_tok_s"],
+                       workload=SyntheticWorkload(num_requests=16, input_len=32,
+                                                  output_len=16),
+                       load=LoadSpec(max_concurrency=8, num_warmups=1))
+    result = asyncio.run(compare(spec, pool=pool, cache=None, results_root=tmp_path))
+    print("\n" + result.report())
+    assert result.order.startswith("interleaved in 3 rounds")
+    tok_s = result.stat("one-seq", "output_throughput_tok_s")
+    assert tok_s.verdict == SIGNIFICANT and tok_s.better is False, result.report()
+    assert tok_s.ratio_high < 1
+
+
+def test_slo_search_answer_holds_below_and_fails_above(pool, tmp_path):
+    # The server runs one request at a time (max-num-seqs 1), so its capacity mu is fixed (no
+    # batching that grows with the queue), and requests arrive at a constant rate (burstiness
+    # inf), so below mu no queue forms: P99 TTFT stays near one request's service time (31-62
+    # ms measured); above mu the queue grows through the run, and the last of 300 requests at
+    # rate r wait about (1 - mu/r) x 300/mu s. Right at mu it is a knife edge (40 req/s gave
+    # P99 31 ms in one run and 1,170 ms in another). With a tolerance of 0.1 the answer R is
+    # at least ~mu/1.1, so 1.5 R >= ~1.36 mu: a wait of >= ~2 s at the ~40 req/s measured here
+    # (longer on a slower machine), twice the SLO. R passed, so R <= ~1.15 mu and 0.9 R <=
+    # ~1.04 mu: ~0.3 s of queue plus any pause of the machine (100-400 ms seen here).
+    # Measured here (searches from 32 req/s, tolerance 0.25): R = 32, 0.9 R: P99 61 ms, 1.5 R:
+    # 1,197 ms; R = 40, 0.9 R: 62 ms, 1.5 R: 2,445 ms.
+    spec = SLOSearchSpec(name="slo", server=ONE_SEQ, slo=SLO(ttft_ms=1000), start=24,
+                         tolerance=0.1, confirm=[0.9, 1.5],
+                         workload=SyntheticWorkload(num_requests=300, input_len=32,
+                                                    output_len=2),
+                         load=LoadSpec(num_warmups=2, burstiness=float("inf")))
+    result = asyncio.run(slo_search(spec, pool=pool, cache=None, results_root=tmp_path))
+    print("\n" + result.to_dataframe().drop(columns=["path"]).to_string())
+    assert result.best is not None and result.converged, result.summary()
+    below, above = [p for p in result.points if p.phase == "confirm"]
+    assert below.level == pytest.approx(0.9 * result.best)
+    assert below.passed, result.to_dataframe().to_string()
+    assert above.level == pytest.approx(1.5 * result.best)
+    assert not above.passed, result.to_dataframe().to_string()
+    assert all(p.result.summary.completed == 300 for p in result.points)
+    assert all(p.goodput_rps is not None for p in result.points)
+
+
+def _spec() -> SweepSpec:
+    return SweepSpec(name="grid", servers={"one-seq": ONE_SEQ, "default": DEFAULT,
+                                           "interval4": INTERVAL4_NO_PREFIX},
+                     max_concurrency=[1, 2, 4, 8],
+                     workload=SyntheticWorkload(num_requests=8, input_len=32, output_len=16),
+                     load=LoadSpec(num_warmups=1), slo=SLO(ttft_ms=1000))
+
+
+def _acquires(pool, monkeypatch) -> list:
+    seen = []
+    original = pool.acquire
+
+    def acquire(config, log_path=None):
+        seen.append(config)
+        return original(config, log_path=log_path)
+
+    monkeypatch.setattr(pool, "acquire", acquire)
+    return seen
+
+
+async def _interrupt_after(points: int, **kw) -> None:
+    """Run the sweep and cancel it (as Ctrl-C in a notebook does) once ``points`` are done."""
+    done = asyncio.Event()
+
+    def progress(step):
+        if step.kind == "point" and step.done >= points:
+            done.set()
+
+    task = asyncio.ensure_future(sweep(_spec(), progress=progress, **kw))
+    waiter = asyncio.ensure_future(done.wait())
+    await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+    task.cancel()
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+def test_sweep_resumes_after_an_interruption_and_reruns_from_the_cache(pool, tmp_path,
+                                                                       monkeypatch):
+    cache = ResultCache(tmp_path / "cache")
+    t0 = time.monotonic()
+    asyncio.run(_interrupt_after(6, pool=pool, cache=cache, results_root=tmp_path))
+    t_first = time.monotonic() - t0
+    assert len(cache.keys()) == 6
+    interrupted = SweepResult.load(next(tmp_path.glob("grid-*")))
+    assert not interrupted.complete and len(interrupted.points) == 6
+    done = {(p.label, p.level) for p in interrupted.points}
+
+    acquired = _acquires(pool, monkeypatch)
+    t0 = time.monotonic()
+    resumed = asyncio.run(sweep(_spec(), pool=pool, cache=cache, results_root=tmp_path))
+    t_resume = time.monotonic() - t0
+    df = resumed.to_dataframe()
+    assert resumed.complete and resumed.errors == [] and len(df) == 12
+    ran = {(p.label, p.level) for p in resumed.points if not p.cached}
+    assert len(ran) == 6 and not ran & done       # only the missing points ran
+    # a server was asked for only where one of its points was missing
+    assert {c.key() for c in acquired} == {resumed.spec.servers[lb].key() for lb, _ in ran}
+    assert (df["failed"] == 0).all() and (df["completed"] == 8).all()
+    assert df["goodput_rps"].notna().all()
+    # max-num-seqs 1 with all 8 requests in flight: the median waits for ~3.5 others (a
+    # pause of the machine only adds to the c=8 side, and a median ignores a single one)
+    one = df[df.setting == "one-seq"].set_index("max_concurrency")
+    assert one["ttft_p50_ms"][8] > 3 * one["ttft_p50_ms"][1], df
+    # read from the server's counters (Little's law): one-seq never runs two at once; the
+    # default server batches the 8 requests the client keeps in flight
+    runs = {(p.label, p.level): p.result for p in resumed.points}
+    assert all(runs["one-seq", c].server_metrics.running_time_avg <= 1 + 1e-6
+               for c in (1, 2, 4, 8))
+    assert runs["default", 8].server_metrics.running_time_avg > 2
+
+    acquired.clear()
+    t0 = time.monotonic()
+    again = asyncio.run(sweep(_spec(), pool=pool, cache=cache, results_root=tmp_path))
+    t_cached = time.monotonic() - t0
+    print(f"\nsweep: interrupted after 6 points in {t_first:.1f} s, resumed 6 in "
+          f"{t_resume:.1f} s, rerun from the cache in {t_cached:.2f} s")
+    assert t_cached < 10 and acquired == [] and again.server_starts == []
+    assert again.to_dataframe()["cached"].all()
+    assert again.to_dataframe()["output_throughput_tok_s"].tolist() == \
+        df["output_throughput_tok_s"].tolist()
