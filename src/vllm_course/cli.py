@@ -458,8 +458,11 @@ def sweep_cmd(config_path, results_root, no_cache, cache_dir, plan_only) -> None
 
     spec = _load_spec(SweepSpec, config_path)
     if plan_only:
-        click.echo(str(plan(spec, cache=None if no_cache else (cache_dir or True),
-                            results_root=results_root)))
+        try:
+            click.echo(str(plan(spec, cache=None if no_cache else (cache_dir or True),
+                                results_root=results_root)))
+        except (FileNotFoundError, ValueError) as exc:
+            raise click.ClickException(f"{config_path}: {exc}") from None
         return
     result = _run_spec(sweep, spec, results_root, no_cache, cache_dir)
     click.echo(_table(result.to_dataframe(),

@@ -138,12 +138,17 @@ def cpu_model() -> str | None:
 @lru_cache(maxsize=1)
 def hardware() -> dict:
     """What the hardware is, for telling results of different machines apart (the result
-    cache's key): architecture, CPU model, logical CPUs and GPU names. Reads files and
-    ``nvidia-smi`` only; never imports vLLM."""
+    cache's key): architecture, CPU model, the logical CPUs this process may run on (a
+    taskset or a container's cpuset counts) and GPU names. Reads files and ``nvidia-smi``
+    only; never imports vLLM."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):   # not on Linux
+        usable = os.cpu_count()
     return {
         "machine": platform.machine(),
         "cpu": cpu_model(),
-        "cpu_count": os.cpu_count(),
+        "cpu_count": usable,
         "gpus": gpus(),
     }
 

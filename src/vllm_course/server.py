@@ -609,29 +609,45 @@ def _wait_group_gone(pgid: int, timeout_s: float) -> None:
 
 async def reset_prefix_cache(base_url: str, *, wait_s: float = 10.0) -> None:
     """Empty a running server's prefix cache: ``POST /reset_prefix_cache``, as vLLM's
-    ``vllm bench sweep`` does between runs. vLLM refuses (``{"success": false}``) while blocks
-    are still held, e.g. by requests a cancelled client left running, and says callers may
-    retry (vllm/entrypoints/serve/dev/cache/api_router.py, vLLM 0.32): it is asked again every
-    0.25 s for up to ``wait_s`` seconds.
+    ``vllm bench sweep`` does between runs. vLLM refuses while blocks are still held, e.g. by
+    requests a cancelled client left running, and says callers may retry
+    (vllm/entrypoints/serve/dev/cache/api_router.py). vLLM 0.32 answers 200 with
+    ``{"success": false}`` then; other versions answer 409 or 5xx, or 200 with no body on
+    success. A refusal is retried every 0.25 s for up to ``wait_s`` seconds.
 
     Raises:
-        ServerError: the server has no such endpoint (started with ``VLLM_SERVER_DEV_MODE=0``)
-            or still held blocks after ``wait_s`` seconds.
+        ServerError: the server has no such endpoint (started with ``VLLM_SERVER_DEV_MODE=0``),
+            could not be reached, or still refused after ``wait_s`` seconds.
     """
     import asyncio
 
     deadline = time.monotonic() + wait_s
     async with httpx.AsyncClient(base_url=base_url, timeout=30.0) as client:
         while True:
-            response = await client.post("/reset_prefix_cache")
+            try:
+                response = await client.post("/reset_prefix_cache")
+            except httpx.HTTPError as exc:
+                raise ServerError(f"{base_url}: POST /reset_prefix_cache failed: {exc!r}") from None
             if response.status_code == 404:
                 raise ServerError(f"{base_url} has no /reset_prefix_cache: it was started with "
                                   f"{DEV_MODE}=0; remove that from the server's env, or set "
                                   "load.reset_prefix_cache: false", cause="bad_flag")
-            response.raise_for_status()
-            if response.json().get("success", False):
+            if response.status_code == 200 and _reset_succeeded(response):
                 return
+            if response.status_code not in (200, 409) and response.status_code < 500:
+                raise ServerError(f"{base_url}: POST /reset_prefix_cache answered "
+                                  f"{response.status_code}: {response.text[:200]}")
             if time.monotonic() > deadline:
+                last = f"{response.status_code} {response.text[:100]!r}"
                 raise ServerError(f"{base_url} refused to reset its prefix cache for {wait_s:g} "
-                                  "s: requests still hold KV blocks")
+                                  f"s (last answer {last}): requests still hold KV blocks")
             await asyncio.sleep(0.25)
+
+
+def _reset_succeeded(response: httpx.Response) -> bool:
+    """A 200 answer to a reset: ``{"success": true}``, or no JSON body (older vLLM)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return True
+    return not isinstance(body, dict) or bool(body.get("success", True))

@@ -3,13 +3,17 @@
 Six set-ups, one per finding (issue 4). Every server runs ``--enforce-eager`` (conftest): it
 starts in about half the time on a 2-core CPU, and torch.compile changes nothing about how the
 scheduler batches, which is what these tests are about. Three set-ups share the session's default
-server.
+server. After its set-up, the tiny-KV server is killed in the middle of a run (partial results
+are kept): a lifecycle test placed here to reuse that server instead of starting one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
+import signal
 import time
 from pathlib import Path
 
@@ -24,6 +28,7 @@ from vllm_course.config import LoadSpec, RunConfig, ServerConfig, SyntheticWorkl
 from vllm_course.experiment import run_experiment
 from vllm_course.models import CARDS
 from vllm_course.results import TTFT_GAP_MS
+from vllm_course.server import ServerError
 
 # 2,048 tokens (16 blocks of 128) of tiny-mistral's KV cache (8 MiB in float32): 16 requests of
 # 200 + 250 tokens need 64 blocks, so the scheduler must preempt; max-model-len 1024 passes
@@ -71,6 +76,45 @@ def test_tiny_kv_cache_is_exhausted(pool, tmp_path):
     assert "recompute" in text
     if m.samples:   # the samples may miss the full moments: only their peak is checked
         assert f"KV cache usage peak {100 * m.kv_cache_usage_peak:.1f}%" in text
+
+
+def test_server_killed_mid_run_keeps_partial_results(pool, tmp_path):
+    # Kills KV_TINY's server, whose last use was the test above: a server of this session
+    # (stopped and checked by conftest), without a start of its own (~35 s of CI)
+    config = RunConfig(
+        name="killed",
+        server=KV_TINY,
+        workload=SyntheticWorkload(num_requests=200, input_len=64, output_len=64, seed=3),
+        load=LoadSpec(rate_rps=20),
+    )
+
+    async def kill_soon():
+        await asyncio.sleep(4.0)
+        victim = next(s for s in pool.servers if s.config == config.server)
+        os.killpg(victim.proc.pid, signal.SIGKILL)
+
+    async def scenario():
+        killer = asyncio.create_task(kill_soon())
+        try:
+            await run_experiment(config, tmp_path, pool=pool)
+        finally:
+            await killer
+
+    with pytest.raises(ServerError) as info:
+        asyncio.run(scenario())
+    message = str(info.value)
+    assert info.value.cause == "crashed"
+    assert "partial results saved in" in message
+    run_dir = Path(message.split("partial results saved in ")[1].split("\n")[0])
+    lines = [json.loads(x) for x in (run_dir / "requests.jsonl").read_text().splitlines()]
+    assert len(lines) == 200                               # every request is accounted for
+    done = [x for x in lines if x["error"] is None]
+    failed = [x for x in lines if x["error"] is not None]
+    assert done and failed
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stopped_early"] == "the vLLM server died"
+    assert summary["summary"]["completed"] == len(done)
+    assert summary["summary"]["failed"] == len(failed)
 
 
 def test_small_token_budget_with_long_prompts_is_saturated(pool, tmp_path):

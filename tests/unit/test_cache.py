@@ -72,6 +72,23 @@ def test_key_changes_with_profile_flags_vllm_version_and_hardware(monkeypatch):
     assert cache_key(_config(), PROFILE) not in (a, b)
 
 
+def test_key_follows_the_environment_a_server_inherits(monkeypatch):
+    for name in [k for k in __import__("os").environ if k.startswith(cache_mod.ENV_PREFIXES)]:
+        monkeypatch.delenv(name)
+    a = cache_key(_config(), PROFILE)
+    monkeypatch.setenv("VLLM_SERVER_DEV_MODE", "1")     # opens endpoints, measures nothing
+    monkeypatch.setenv("HOME", "/elsewhere")            # not a variable a server reads
+    assert cache_key(_config(), PROFILE) == a
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0")   # exported in the shell
+    inherited = cache_key(_config(), PROFILE)
+    assert inherited != a
+    # the same value given in the config is the same environment
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND")
+    given = _config(server=ServerConfig(args={"max-num-seqs": 8},
+                                        env={"VLLM_CPU_OMP_THREADS_BIND": "0"}))
+    assert cache_key(given, PROFILE) == inherited
+
+
 def test_key_material_names_its_parts():
     m = key_material(_config(), PROFILE)
     assert set(m) == {"schema", "server", "model", "workload", "load", "vllm", "hardware"}

@@ -53,6 +53,8 @@ def test_spec_is_checked_before_anything_runs():
         _spec(metrics=["tok_s"])
     with pytest.raises(ValidationError, match="baseline 'x' is not one of"):
         _spec(baseline="x")
+    with pytest.raises(ValidationError, match="goodput needs an SLO"):
+        _spec(metrics=["goodput_rps"])
 
 
 def test_repeats_are_interleaved_in_alternating_rounds_when_the_servers_fit(monkeypatch,
@@ -121,6 +123,32 @@ def test_without_a_progress_callback_the_plan_runs_and_verdicts_are_printed(monk
     assert [ln.split("]")[0] for ln in out if ln.startswith("[")] == [f"[{k}/6" for k in
                                                                        range(1, 7)]
     assert any(ln.startswith("compare cmp: Welch's t-test") for ln in out)
+
+
+def test_failed_requests_and_zero_values_are_reported_not_averaged_away(monkeypatch,
+                                                                        tmp_path):
+    from vllm_course.config import SLO
+    from vllm_course.tuning.comparison import NO_RATIO
+
+    # max-num-seqs 1 misses a 100 ms TTFT SLO on every request: its goodput is 0
+    def model(config):
+        ttft = 0.5 if config.server.args.get("max-num-seqs") == 1 else 0.02
+        return [(ttft, 0.01)] * config.workload.num_requests
+    fake_runs.install(monkeypatch, model)
+    result = _run(_spec(metrics=["goodput_rps", "ttft_p99_ms"], slo=SLO(ttft_ms=100)),
+                  fake_runs.FakePool(max_live=2), tmp_path, cache=None)
+    assert result.stat("one", "goodput_rps").values == [0.0] * 3    # the baseline
+    goodput = result.stat("default", "goodput_rps")
+    assert goodput.verdict == NO_RATIO and goodput.sentence == NO_RATIO and goodput.ratio is None
+    assert result.stat("default", "ttft_p99_ms").better is True
+    from vllm_course.tuning.comparison import _failures
+
+    run = result.runs["one"][0]
+    broken = run.model_copy(update={"summary": run.summary.model_copy(
+        update={"failed": 2, "errors": {"HTTP 500": 2}})})
+    assert _failures("one repeat 1", broken) == "one repeat 1: 2 request(s) failed (HTTP 500)"
+    assert _failures("x", run.model_copy(update={"stopped_early": "the vLLM server died"})) \
+        == "x stopped early (the vLLM server died): its numbers cover part of the run"
 
 
 # -- the statistics ------------------------------------------------------------------------

@@ -200,8 +200,12 @@ def test_result_loads_back_and_plots(monkeypatch, tmp_path):
     assert "<table" in result._repr_html_()
 
 
-def test_step_defaults():
-    assert Step("note", "x").total is None
+def test_eta_rescales_by_measured_time_and_skipped_items_cost_nothing():
+    eta = Eta([10.0, 20.0, 30.0])
+    eta.finish(20.0)                       # took twice its estimate
+    assert eta.scale == 2.0 and eta.remaining_s() == 100.0
+    eta.skip()                             # a point skipped after its server failed
+    assert eta.scale == 2.0 and eta.remaining_s() == 60.0
 
 
 def test_every_level_sends_the_same_prompts_to_an_emptied_prefix_cache():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -613,3 +614,61 @@ def test_free_port_is_bindable() -> None:
     assert 0 < port < 65536
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", port))
+
+
+# -- POST /reset_prefix_cache ---------------------------------------------------------------
+
+def _reset_with(monkeypatch, answers, wait_s=2.0):
+    """Run reset_prefix_cache against a transport that gives ``answers`` in turn (a status
+    and body, or an exception); returns how many requests were made."""
+    import asyncio
+
+    import httpx
+
+    calls = []
+
+    def handler(request):
+        calls.append(request.url.path)
+        answer = answers[min(len(calls), len(answers)) - 1]
+        if isinstance(answer, Exception):
+            raise answer
+        status, body = answer
+        return httpx.Response(status, content=body)
+
+    real = httpx.AsyncClient
+    monkeypatch.setattr(server.httpx, "AsyncClient",
+                        lambda **kw: real(transport=httpx.MockTransport(handler), **kw))
+    monkeypatch.setattr("asyncio.sleep", _no_sleep)
+    asyncio.run(server.reset_prefix_cache("http://127.0.0.1:9", wait_s=wait_s))
+    return len(calls)
+
+
+async def _no_sleep(_s):
+    return None
+
+
+@pytest.mark.parametrize("answers, calls", [
+    ([(200, b'{"success": true}')], 1),
+    ([(200, b'{"success": false}'), (200, b'{"success": true}')], 2),   # vLLM 0.32: held blocks
+    ([(409, b"busy"), (200, b"")], 2),                                  # other versions
+    ([(503, b""), (200, b"null")], 2),
+])
+def test_reset_retries_a_refusal_until_it_succeeds(monkeypatch, answers, calls):
+    assert _reset_with(monkeypatch, answers) == calls
+
+
+@pytest.mark.parametrize("answers, message", [
+    ([(404, b"")], "has no /reset_prefix_cache: it was started with VLLM_SERVER_DEV_MODE=0"),
+    ([(400, b"bad")], "answered 400: bad"),
+    ([(200, b'{"success": false}')], "refused to reset its prefix cache for 0 s"),
+])
+def test_reset_failures_are_server_errors(monkeypatch, answers, message):
+    with pytest.raises(ServerError, match=re.escape(message)):
+        _reset_with(monkeypatch, answers, wait_s=0.0)
+
+
+def test_reset_on_an_unreachable_server_is_a_server_error(monkeypatch):
+    import httpx
+
+    with pytest.raises(ServerError, match="POST /reset_prefix_cache failed: ConnectError"):
+        _reset_with(monkeypatch, [httpx.ConnectError("refused")])

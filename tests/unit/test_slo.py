@@ -46,6 +46,8 @@ def test_spec_needs_an_objective_and_enough_requests_for_a_p99():
         _spec(workload=SyntheticWorkload(num_requests=299))
     with pytest.raises(ValidationError, match="whole number"):
         _spec(level_kind="max_concurrency", start=2.5)
+    with pytest.raises(ValidationError, match="not 1"):
+        _spec(confirm=[1.0])
     assert MIN_REQUESTS == 300
     assert _spec(slo=SLO(ttft_ms=500, tpot_ms=50), percentile=90).objectives == {
         "ttft_p90_ms": 500, "tpot_p90_ms": 50}
@@ -93,13 +95,61 @@ def test_a_rerun_reads_every_point_from_the_cache(monkeypatch, tmp_path):
     assert again.best == first.best and all(p.cached for p in again.points)
 
 
-def test_no_passing_level_and_a_search_that_runs_out_of_points(monkeypatch, tmp_path):
+def test_no_passing_level_stops_at_the_floor(monkeypatch, tmp_path):
     fake_runs.install(monkeypatch, _rate_knee(0.0))
     spec = _spec(level_kind="max_concurrency", start=4)
     result = asyncio.run(slo_search(spec, pool=fake_runs.FakePool(), results_root=tmp_path))
     assert [p.level for p in result.points] == [4, 2, 1]
     assert result.best is None and result.summary().startswith("no level met P99 TTFT <= 500 "
                                                                "ms: even 1 in flight failed")
+    assert result.warnings == []
+    # a rate search goes down to start / factor**3 (each point at r takes 300 / r s), no further
+    rates = asyncio.run(slo_search(_spec(), pool=fake_runs.FakePool(),
+                                   results_root=tmp_path / "r"))
+    assert [p.level for p in rates.points] == [4.0, 2.0, 1.0, 0.5]
+    assert rates.summary().endswith("even 0.5 req/s failed") and rates.warnings == []
+
+
+def test_concurrency_confirmations_are_rounded_away_from_the_answer(monkeypatch, tmp_path):
+    fake_runs.install(monkeypatch, _rate_knee(6))
+    spec = _spec(level_kind="max_concurrency", start=4, confirm=[0.9, 1.1])
+    result = asyncio.run(slo_search(spec, pool=fake_runs.FakePool(), results_root=tmp_path))
+    assert result.best == 6
+    assert [(p.level, p.passed) for p in result.points if p.phase == "confirm"] == [
+        (5, True), (7, False)]
+    assert result.warnings == []
+
+
+def test_a_confirmation_that_contradicts_the_answer_is_reported(monkeypatch, tmp_path):
+    # a server that misses the SLO at 11.7 req/s only: the curve is not monotonic there
+    def model(config):
+        rate = config.load.rate_rps
+        bad = rate > 13 or abs(rate - 11.7) < 0.01
+        return [(5.0 if bad else 0.05, 0.01)] * config.workload.num_requests
+    fake_runs.install(monkeypatch, model)
+    result = asyncio.run(slo_search(_spec(confirm=[0.9]), pool=fake_runs.FakePool(),
+                                    results_root=tmp_path))
+    assert result.best == 13.0
+    assert result.warnings == [
+        "not monotonic: 12 req/s passed but 11.7 req/s failed; latency did not grow with load "
+        "here (noise, or too few requests per point): read the answer as approximate",
+        "not monotonic: 13 req/s passed but 11.7 req/s failed; latency did not grow with load "
+        "here (noise, or too few requests per point): read the answer as approximate",
+        "confirmation at 11.7 req/s failed, expected a pass"]
+
+
+def test_a_file_with_too_few_requests_is_refused_before_any_run(monkeypatch, tmp_path):
+    calls = fake_runs.install(monkeypatch, _rate_knee(13.0))
+    path = tmp_path / "w.jsonl"
+    path.write_text('{"prompt": "hi there", "output_len": 4}\n' * 50)
+    spec = _spec(workload={"kind": "file", "path": str(path)})
+    with pytest.raises(ValueError, match="has 50 requests per point; an SLO search needs at "
+                                         "least 300"):
+        asyncio.run(slo_search(spec, pool=fake_runs.FakePool(), results_root=tmp_path))
+    assert calls == []
+
+
+def test_a_search_that_runs_out_of_points(monkeypatch, tmp_path):
     fake_runs.install(monkeypatch, _rate_knee(100.0))
     short = asyncio.run(slo_search(_spec(max_points=3), pool=fake_runs.FakePool(),
                                    results_root=tmp_path / "b"))

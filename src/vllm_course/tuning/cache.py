@@ -4,7 +4,9 @@ A point (one server setting, one workload, one load level) is stored under a key
 everything that decides what it measures:
 
 * the server's effective flags (the hardware profile's defaults overridden by the config's), its
-  model and extra environment (host, port and start-up timeout are left out);
+  model and its environment (:func:`server_environment`: the variables of this process it
+  inherits that can change a measurement, and the config's; host, port and start-up timeout
+  are left out);
 * the model card (its ``config.json`` contents and the tokenizer package's version) or model id;
 * the workload spec (and, for a file or trace, the file's SHA-256, so an edited file is a new
   key) and the load spec (rate, burstiness, concurrency cap, warmups, seeds, timeout);
@@ -106,6 +108,23 @@ def _json(model: Any) -> Any:
     return json.loads(model.model_dump_json())
 
 
+ENV_PREFIXES = ("VLLM_", "CUDA_", "OMP_", "MKL_", "TORCH_", "NCCL_")
+"""Environment variables that can change what a server measures (vLLM's own, CUDA device
+selection, thread counts): those of this process a server inherits, and those of its config."""
+
+
+def server_environment(server: ServerConfig) -> dict[str, str]:
+    """The server's measured environment: this process's variables named with
+    :data:`ENV_PREFIXES` (a server inherits them), overridden by ``server.env``, sorted;
+    ``VLLM_SERVER_DEV_MODE``, which only opens development endpoints, is left out."""
+    from vllm_course.server import DEV_MODE
+
+    inherited = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
+    merged = {**inherited, **server.env}
+    merged.pop(DEV_MODE, None)
+    return dict(sorted(merged.items()))
+
+
 def key_material(config: RunConfig, profile_args: Mapping[str, Scalar]) -> dict[str, Any]:
     """Everything the cache key is made of, as a JSON-able dict (see the module docstring).
 
@@ -119,7 +138,7 @@ def key_material(config: RunConfig, profile_args: Mapping[str, Scalar]) -> dict[
     return {
         "schema": KEY_SCHEMA,
         "server": {"args": effective_args(config.server, profile_args),
-                   "env": dict(sorted(config.server.env.items()))},
+                   "env": server_environment(config.server)},
         "model": model_identity(config.server.model),
         "workload": workload,
         "load": _json(config.load),

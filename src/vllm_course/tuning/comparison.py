@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 SEED_STRIDE = 1000
 WITHIN_NOISE, SIGNIFICANT, BASELINE = "within noise", "significant", "baseline"
+NO_RATIO = "no ratio: a value <= 0"
 
 
 class CompareSpec(ExperimentSpec):
@@ -106,6 +107,8 @@ class CompareSpec(ExperimentSpec):
         if self.repeats < 3:
             raise ValueError(f"repeats={self.repeats}: give at least 3; with 2 runs per "
                              "setting the spread, and so the verdict, is a guess")
+        if self.slo is None and any(m.startswith("goodput") for m in self.metrics):
+            raise ValueError("goodput needs an SLO: add slo: {ttft_ms: ..., tpot_ms: ...}")
         return self
 
     @property
@@ -146,7 +149,8 @@ class MetricStat(BaseModel):
         mean, low, high: the mean and its interval (Student's t, per-interval confidence).
         ratio, ratio_low, ratio_high: against the baseline, with its interval (``None`` for
             the baseline; ratio of geometric means for ``welch``, of means for ``bootstrap``).
-        verdict: ``baseline``, ``within noise`` or ``significant``.
+        verdict: ``baseline``, ``within noise``, ``significant``, or ``no ratio: a value <=
+            0`` (e.g. a goodput of 0: a ratio is not defined).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -173,7 +177,7 @@ class MetricStat(BaseModel):
     def sentence(self) -> str:
         """E.g. ``significant: 0.29x (0.27-0.30), worse``."""
         if self.ratio is None:
-            return BASELINE
+            return self.verdict
         text = f"{self.verdict}: {self.ratio:.2f}x ({self.ratio_low:.2f}-{self.ratio_high:.2f})"
         return text + ("" if self.better is None else (", better" if self.better else ", worse"))
 
@@ -199,7 +203,9 @@ def metric_stats(spec: CompareSpec, values: dict[str, dict[str, list[float]]]
             ci = stats.mean_interval(x, level)
             stat = MetricStat(setting=label, metric=metric, values=x, mean=ci.estimate,
                               low=ci.low, high=ci.high)
-            if label != base:
+            if label != base and min(x + y) <= 0:
+                stat = stat.model_copy(update={"verdict": NO_RATIO})
+            elif label != base:
                 r = stats.ratio_interval(x, y, level, spec.method)
                 stat = stat.model_copy(update={
                     "ratio": r.estimate, "ratio_low": r.low, "ratio_high": r.high,
@@ -294,6 +300,17 @@ class CompareResult(BaseModel):
                     index=False, float_format="{:,.2f}".format))
 
 
+def _failures(what: str, result: RunResult) -> str | None:
+    """A sentence if a repeat had failed requests or stopped early (its numbers then describe
+    fewer requests than the others')."""
+    s = result.summary
+    if result.stopped_early:
+        return f"{what} stopped early ({result.stopped_early}): its numbers cover part of the run"
+    if s is not None and s.failed:
+        return f"{what}: {s.failed} request(s) failed ({'; '.join(list(s.errors)[:2])})"
+    return None
+
+
 def _schedule(spec: CompareSpec, pool: ServerPool) -> tuple[list[tuple[int, str, int]], str]:
     """The order of the runs, ``(setting index, label, repeat)``, and a sentence about it."""
     labels = list(spec.servers)
@@ -368,6 +385,8 @@ async def compare(
                 eta.finish(time.monotonic() - t0)
             runs[label].append(result)
             if w := prefix_warning(f"{label} repeat {r + 1}", result):
+                warnings.append(w)
+            if w := _failures(f"{label} repeat {r + 1}", result):
                 warnings.append(w)
             tok_s = result.summary.output_throughput_tok_s if result.summary else 0.0
             emit(Step("point", f"{label} repeat {r + 1}: {tok_s:,.0f} output tok/s"

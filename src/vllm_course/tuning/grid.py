@@ -26,6 +26,7 @@ from vllm_course.config import RunConfig, ServerConfig, SyntheticWorkload
 from vllm_course.pool import ServerPool
 from vllm_course.results import RunResult
 from vllm_course.server import ServerError, UnknownFlagError
+from vllm_course.workload import WorkloadError
 from vllm_course.tuning.cache import ResultCache, open_cache, prefix_warning, run_cached
 from vllm_course.tuning.points import (
     Plan,
@@ -279,12 +280,12 @@ async def sweep(
             lines on stdout).
 
     Returns:
-        A :class:`SweepResult`. A setting whose server fails to start or dies has its
+        A :class:`SweepResult`. A setting whose server fails to start or dies, or whose
+        server cannot take the workload (requests longer than its ``max-model-len``), has its
         remaining points marked with the error (``result.errors``); the other settings run.
 
     Raises:
         UnknownFlagError: a flag vLLM does not know (checked before any server starts).
-        WorkloadError: the workload could not be read or built (before any server starts).
         KeyboardInterrupt, asyncio.CancelledError: passed on after ``sweep.json`` is written;
             finished points are in the cache, so running the sweep again resumes.
     """
@@ -303,16 +304,17 @@ async def sweep(
                                strict=True)
     ]
     emit = progress or print_steps
-    run = _Runner(spec, configs, points, pool, store, folder, emit, plan)
+    missing = [lb for lb in spec.servers
+               if any(p is None for (lab, _), p in zip(configs, points, strict=True)
+                      if lab == lb)]
+    order = _order(missing, spec, pool)
+    run = _Runner(spec, configs, points, pool, store, folder, emit, plan, order)
     complete = False
     try:
         emit(Step("plan", f"sweep {spec.name}: {plan}", run.done, len(configs), plan.estimate_s))
-        missing = [lb for lb in spec.servers
-                   if any(p is None for (lab, _), p in zip(configs, points, strict=True)
-                          if lab == lb)]
         if missing:
             check_server_flags([spec.servers[lb] for lb in missing], pool)
-        for label in _order(missing, spec, pool):
+        for label in order:
             await run.setting(label)
         complete = True
     finally:
@@ -331,10 +333,11 @@ async def sweep(
 class _Runner:
     """The running part of :func:`sweep`: points of one setting after another."""
 
-    def __init__(self, spec, configs, points, pool, store, folder, emit, plan):
+    def __init__(self, spec, configs, points, pool, store, folder, emit, plan, order):
         self.spec, self.configs, self.points = spec, configs, points
         self.pool, self.store, self.folder, self.emit = pool, store, folder, emit
-        todo = [c for (_, c), p in zip(configs, points, strict=True) if p is None]
+        todo = [c for label in order for (lab, c), p in zip(configs, points, strict=True)
+                if lab == label and p is None]   # in the order they will run
         self.eta = Eta([estimate_point_s(c, device()) for c in todo])
         self.plan = plan
         self.started: list[str] = []
@@ -367,7 +370,7 @@ class _Runner:
                     progress=lambda d, n: self.emit(Step("requests", done=d, total=n)))
             except UnknownFlagError:
                 raise
-            except ServerError as exc:
+            except (ServerError, WorkloadError) as exc:   # e.g. too long for its max-model-len
                 self._fail(label, str(exc).splitlines()[0])
                 return
             self.eta.finish(time.monotonic() - t0)
@@ -384,7 +387,7 @@ class _Runner:
             if lab == label and self.points[i] is None:
                 level = self.spec.levels[i % len(self.spec.levels)]
                 self.points[i] = SweepPoint(label=label, level=level, error=message)
-                self.eta.finish(0.0)
+                self.eta.skip()
         self.emit(Step("note", f"{label}: {message}; its remaining points are skipped",
                        self.done, len(self.configs), self._eta()))
 

@@ -62,6 +62,12 @@ class Eta:
             self._estimated_done += self._left.pop(0)
             self._actual_done += actual_s
 
+    def skip(self) -> None:
+        """Drop the next item without running it (it takes no time and says nothing about
+        the estimates' scale)."""
+        if self._left:
+            self._left.pop(0)
+
     @property
     def scale(self) -> float:
         """Measured time over estimated time so far (1.0 before anything finished)."""

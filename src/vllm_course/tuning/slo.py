@@ -16,10 +16,16 @@ one is above the true P99 with probability 1 - 0.99^n, which first reaches 95 % 
 fewer, a point's P99 is an interpolation between its two or three slowest requests, and the
 pass/fail verdict flips from run to run.
 
-The search assumes that latency grows with load. It checks what it measured: a level that
-passed above one that failed is reported as a warning (the curve was not monotonic: noise, or
-too few requests), and so is a confirmation run (``confirm``, e.g. ``[0.9, 1.5]`` x the answer,
-each with fresh prompts and arrival times) whose verdict is not the expected one.
+The search assumes that latency grows with load. Its own points cannot contradict that (it
+only measures beyond the bracket found so far), so it checks with confirmation runs
+(``confirm``, e.g. ``[0.9, 1.5]`` x the answer, each with fresh prompts and arrival times): a
+level that passed above one that failed, among all points measured, is reported as a warning
+(the curve was not monotonic: noise, or too few requests per point), and so is a confirmation
+whose verdict is not the expected one (a pass below the answer, a failure above it).
+
+Going down, the search stops at ``min_level`` (default ``start / factor**3``): if even that
+fails, the answer is "no level met the SLO" (each point at rate r takes 300 / r seconds, so an
+unbounded search down would take hours).
 """
 
 from __future__ import annotations
@@ -73,8 +79,10 @@ class SLOSearchSpec(ExperimentSpec):
             level passes and one fails.
         tolerance: stop when (lowest failing - highest passing) / highest passing <= this.
         max_points: stop after this many points (the answer is then the bracket so far).
+        min_level: the lowest level tried (default ``start / factor**3``; 1 for concurrency).
         confirm: after the search, measure these multiples of the answer again (fresh prompts
-            and arrival times); below 1 should pass, above 1 fail.
+            and arrival times; concurrencies rounded away from the answer); below 1 should
+            pass, above 1 fail. 1 itself is not a confirmation.
     """
 
     name: str = "slo"
@@ -85,6 +93,7 @@ class SLOSearchSpec(ExperimentSpec):
     factor: float = Field(2.0, gt=1)
     tolerance: float = Field(0.1, gt=0)
     max_points: int = Field(12, ge=2)
+    min_level: float | None = Field(None, gt=0)
     confirm: list[float] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -100,9 +109,27 @@ class SLOSearchSpec(ExperimentSpec):
                 f"probability 1 - 0.99^n, which reaches 95 % only at n = 299")
         if self.level_kind == "max_concurrency" and self.start != int(self.start):
             raise ValueError(f"start={self.start}: a concurrency is a whole number")
-        if any(f <= 0 for f in self.confirm):
-            raise ValueError(f"confirm factors must be > 0, got {self.confirm}")
+        if any(f <= 0 or f == 1 for f in self.confirm):
+            raise ValueError(f"confirm factors must be > 0 and not 1 (the answer itself), got "
+                             f"{self.confirm}")
+        if self.min_level is not None and self.min_level > self.start:
+            raise ValueError(f"min_level {self.min_level:g} is above start {self.start:g}")
         return self
+
+    @property
+    def floor(self) -> float:
+        """The lowest level the search tries (``min_level``, else ``start / factor**3``; at
+        least 1 for concurrency)."""
+        floor = self.min_level or self.start / self.factor**3
+        return max(1, math.ceil(floor)) if self.level_kind == "max_concurrency" else floor
+
+    def confirm_level(self, best: float, factor: float) -> float:
+        """The level of confirmation ``factor`` x ``best``: a concurrency is rounded away from
+        ``best`` (up above it, down below it, never below 1)."""
+        x = best * factor
+        if self.level_kind == "rate_rps":
+            return x
+        return math.ceil(x) if factor > 1 else max(1, math.floor(x))
 
     @property
     def objectives(self) -> dict[str, float]:
@@ -125,10 +152,27 @@ class SLOSearchSpec(ExperimentSpec):
         return config
 
 
+def _check_request_count(spec: SLOSearchSpec) -> None:
+    """A file or trace workload: count the requests it yields (synthetic ones were checked
+    with the spec).
+
+    Raises:
+        ValueError: fewer than :data:`MIN_REQUESTS`.
+        WorkloadError: the workload could not be read.
+    """
+    if _requests(spec.workload) is not None:
+        return
+    from vllm_course.experiment import load_requests
+
+    n = len(load_requests(spec.workload, spec.server.model, spec.load.endpoint))
+    if n < MIN_REQUESTS:
+        raise ValueError(f"the workload has {n} requests per point; an SLO search needs at "
+                         f"least {MIN_REQUESTS} (see vllm_course.tuning.slo)")
+
+
 def _requests(workload) -> int | None:
-    if isinstance(workload, SyntheticWorkload):
-        return workload.num_requests
-    return getattr(workload, "limit", None) or getattr(workload, "num_requests", None)
+    """A synthetic workload's request count; ``None`` for a file or trace (read to count)."""
+    return workload.num_requests if isinstance(workload, SyntheticWorkload) else None
 
 
 def _as_level(kind: str, level: float) -> float | int:
@@ -273,17 +317,17 @@ def judge(spec: SLOSearchSpec, result: RunResult, level: float, phase: str = "se
 
 def next_level(spec: SLOSearchSpec, passed: list[float], failed: list[float]) -> float | None:
     """The next level to measure, or ``None`` when the search is done: bracketing by
-    ``factor`` until a level passed and one failed, then bisection until the two are within
-    ``tolerance``; whole numbers for concurrency (done when they are 1 apart)."""
+    ``factor`` until a level passed and one failed (down to ``spec.floor``), then bisection
+    until the two are within ``tolerance``; whole numbers for concurrency (done when they are
+    1 apart)."""
     lo = max(passed) if passed else None
     hi = min(failed) if failed else None
     integer = spec.level_kind == "max_concurrency"
     if lo is None:
-        x = hi / spec.factor
-        if integer:
-            x = math.floor(x)
-            return None if x < 1 or hi <= 1 else x
-        return x
+        if hi <= spec.floor:
+            return None                   # even the lowest level tried failed
+        x = max(hi / spec.factor, spec.floor)
+        return max(spec.floor, math.floor(x)) if integer else x
     if hi is None:
         x = lo * spec.factor
         return math.ceil(x) if integer else x
@@ -293,7 +337,8 @@ def next_level(spec: SLOSearchSpec, passed: list[float], failed: list[float]) ->
 
 
 def monotonic_warnings(points: list[SLOPoint], unit: str) -> list[str]:
-    """One sentence per level that passed above a level that failed."""
+    """One sentence per level that passed above a level that failed (search and confirmation
+    points alike)."""
     out = []
     failed = [p.level for p in points if not p.passed]
     for p in points:
@@ -328,6 +373,7 @@ async def slo_search(
 
     Raises:
         UnknownFlagError: a flag vLLM does not know (before the server starts).
+        ValueError: a file workload with fewer than :data:`MIN_REQUESTS` requests (before).
         ServerError, WorkloadError: as :func:`~vllm_course.experiment.run_experiment`;
             finished points are in the cache, so running the search again resumes.
     """
@@ -347,6 +393,7 @@ async def slo_search(
               0, None, None))
     try:
         check_server_flags([spec.server], pool)
+        _check_request_count(spec)
         level: float | None = spec.start
         while level is not None and len(points) < spec.max_points:
             points.append(await _measure(spec, level, "search", 0, pool, store, results_root))
@@ -359,8 +406,8 @@ async def slo_search(
         for i, f in enumerate(spec.confirm, 1):
             if best is None:
                 break
-            point = await _measure(spec, best * f, "confirm", CONFIRM_SEED_OFFSET * i, pool,
-                                   store, results_root)
+            point = await _measure(spec, spec.confirm_level(best, f), "confirm",
+                                   CONFIRM_SEED_OFFSET * i, pool, store, results_root)
             points.append(point)
             emit(Step("point", "confirm " + _line(spec, point), len(points), None, None))
     finally:
@@ -383,12 +430,13 @@ def _result(spec, search, points, best) -> SLOSearchResult:
     converged = (best is not None and lowest_failing is not None
                  and next_level(spec, [best], [lowest_failing]) is None)
     unit = _unit(spec)
-    warnings = monotonic_warnings(search, unit)
-    if not converged:
+    warnings = monotonic_warnings(points, unit)
+    floor_failed = best is None and lowest_failing is not None and lowest_failing <= spec.floor
+    if not converged and not floor_failed:
         warnings.append(f"stopped after {len(search)} points without a bracket within "
                         f"{spec.tolerance:g}: raise max_points or start nearer the answer")
     for p in points[len(search):]:
-        expected = p.level < (best or 0)
+        expected = p.level < best
         if p.passed != expected:
             warnings.append(f"confirmation at {p.level:g} {unit} "
                             f"{'passed' if p.passed else 'failed'}, expected "

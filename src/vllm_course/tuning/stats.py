@@ -50,6 +50,11 @@ def _values(x: Sequence[float], what: str, positive: bool = False) -> np.ndarray
     return arr
 
 
+def _flat(arr: np.ndarray) -> bool:
+    """True if the values differ by no more than floating-point rounding."""
+    return float(np.ptp(arr)) <= 1e-12 * max(1.0, float(np.abs(arr).max()))
+
+
 def mean_interval(x: Sequence[float], confidence: float = 0.95) -> Interval:
     """Mean of ``x`` with Student's t interval, ``mean +- t(1 - alpha/2, n - 1) s / sqrt(n)``.
 
@@ -61,7 +66,7 @@ def mean_interval(x: Sequence[float], confidence: float = 0.95) -> Interval:
     arr = _values(x, "a mean's interval")
     mean = float(arr.mean())
     sem = float(arr.std(ddof=1)) / math.sqrt(arr.size)
-    if sem == 0.0:
+    if _flat(arr):
         return Interval(mean, mean, mean)
     low, high = stats.t.interval(confidence, arr.size - 1, loc=mean, scale=sem)
     return Interval(mean, float(low), float(high))
@@ -82,7 +87,7 @@ def ratio_interval(x: Sequence[float], y: Sequence[float], confidence: float = 0
     if method == "welch":
         la, lb = np.log(a), np.log(b)
         diff = float(la.mean() - lb.mean())
-        if la.std(ddof=1) == 0 and lb.std(ddof=1) == 0:   # no spread at all: no interval
+        if _flat(la) and _flat(lb):   # no spread (up to rounding): no interval to compute
             return Interval(math.exp(diff), math.exp(diff), math.exp(diff))
         ci = stats.ttest_ind(la, lb, equal_var=False).confidence_interval(confidence)
         return Interval(math.exp(diff), math.exp(float(ci.low)), math.exp(float(ci.high)))
