@@ -100,6 +100,26 @@ def reference(path: str) -> dict | None:
     return json.loads(file.read_text())
 
 
+def show_reference_run(path: str, numbers: bool = True) -> None:
+    """Show a chapter's committed H200 run summary (``run.json`` as ``vllm-course reference``
+    writes it: ``headline``, ``failed``, ``numbers`` rows of ``quantity``/values, ``checks``
+    lines): the headline, why it stopped early if it did, the numbers as a table (unless
+    ``numbers`` is false) and the chapter's check lines. A summary not committed yet is said
+    to be pending, as :func:`reference` does."""
+    run = reference(path)
+    if run is None:
+        return
+    print(run["headline"])
+    if run.get("failed"):
+        print("stopped early:", run["failed"])
+    if numbers:
+        import pandas as pd
+        from IPython.display import display
+
+        display(pd.DataFrame(run["numbers"]).set_index("quantity"))
+    print("\n".join(run["checks"]))
+
+
 def results_root(chapter: str) -> Path:
     """Where a chapter's runs go: ``results/chapters/<chapter>/`` under the repository."""
     path = REPO_ROOT / "results" / "chapters" / chapter
