@@ -81,18 +81,23 @@ def test_a_compare_of_one_running_sequence_against_the_default_is_significant(po
 def test_slo_search_answer_holds_below_and_fails_above(pool, tmp_path):
     # The server runs one request at a time (max-num-seqs 1), so its capacity mu is fixed (no
     # batching that grows with the queue), and requests arrive at a constant rate (burstiness
-    # inf), so below mu no queue forms: P99 TTFT stays near one request's service time (31-62
-    # ms measured); above mu the queue grows through the run, and the last of 300 requests at
-    # rate r wait about (1 - mu/r) x 300/mu s. Right at mu it is a knife edge (40 req/s gave
-    # P99 31 ms in one run and 1,170 ms in another). With a tolerance of 0.15 the answer R is
-    # at least ~mu/1.15, so 1.5 R >= ~1.3 mu: a wait of >= ~1.7 s at the ~40 req/s measured
-    # here (longer on a slower machine), well above the 1 s SLO. R passed, so R <= ~1.15 mu
-    # and 0.9 R <= ~1.04 mu: ~0.3 s of queue plus any pause of the machine (100-400 ms seen
-    # here). Each point is 300 requests (~8 s here), so the search starts near the answer and
-    # brackets by 1.5. Measured here: R = 32, 0.9 R: P99 61 ms, 1.5 R: 1,197 ms; R = 40, 0.9 R: 62 ms,
-    # 1.5 R: 2,445 ms (tolerance 0.25); R = 42, 0.9 R: 179 ms, 1.5 R: 6,095 ms (tolerance 0.1).
+    # inf): well below mu no queue forms and P99 TTFT stays near one request's service time
+    # (31-62 ms measured); above mu the queue grows through the run, and the last of 300
+    # requests at rate r wait about (1 - mu/r) x 300/mu s.
+    #
+    # Why the confirmations are at 0.7 R and 2 R, not 0.9 R and 1.5 R: near mu the verdict is a
+    # coin toss on this machine. Measured (2026-12-01, P99 TTFT of 300 requests, SLO 1 s): 40
+    # req/s gave 31 ms in one search and 1,170 ms in another; in a CI run 48 req/s passed (853
+    # ms) and then 43.2 = 0.9 x 48 failed (1,380 ms) while 54 failed (1,431 ms), so mu was
+    # about 47 and the band of random verdicts spans about 0.85-1.1 mu. The answer R is the
+    # highest level that passed, anywhere in that band, so 0.9 R can fall inside it (that CI
+    # run failed exactly so). 0.7 R <= 0.7 x 1.15 mu ~ 0.8 mu is below the band. R is at least
+    # the lowest failing level (>= ~0.85 mu) / 1.15 (the tolerance) ~ 0.74 mu, so 2 R >= ~1.48
+    # mu: a wait of >= ~0.32 x 300/mu ~ 2 s at mu = 47 (longer on a slower machine), twice the
+    # SLO. Confirmations measured before: 0.9 R at 36-43 req/s: 61-386 ms and one 1,380 ms
+    # failure; 1.5 R at 48-72 req/s: 1.2-6.1 s.
     spec = SLOSearchSpec(name="slo", server=ONE_SEQ, slo=SLO(ttft_ms=1000), start=32,
-                         factor=1.5, tolerance=0.15, confirm=[0.9, 1.5],
+                         factor=1.5, tolerance=0.15, confirm=[0.7, 2.0],
                          workload=SyntheticWorkload(num_requests=300, input_len=32,
                                                     output_len=2),
                          load=LoadSpec(num_warmups=2, burstiness=float("inf")))
@@ -100,9 +105,9 @@ def test_slo_search_answer_holds_below_and_fails_above(pool, tmp_path):
     print("\n" + result.to_dataframe().drop(columns=["path"]).to_string())
     assert result.best is not None and result.converged, result.summary()
     below, above = [p for p in result.points if p.phase == "confirm"]
-    assert below.level == pytest.approx(0.9 * result.best)
+    assert below.level == pytest.approx(0.7 * result.best)
     assert below.passed, result.to_dataframe().to_string()
-    assert above.level == pytest.approx(1.5 * result.best)
+    assert above.level == pytest.approx(2.0 * result.best)
     assert not above.passed, result.to_dataframe().to_string()
     assert all(p.result.summary.completed == 300 for p in result.points)
     assert all(p.goodput_rps is not None for p in result.points)
