@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from vllm_course import plots
-from vllm_course.config import RunConfig, ServerConfig
+from vllm_course.config import RunConfig
 from vllm_course.pool import ServerPool
 from vllm_course.results import RunResult
 from vllm_course.tuning import stats
@@ -44,7 +44,7 @@ from vllm_course.tuning.points import (
     save_json,
 )
 from vllm_course.tuning.progress import Eta, Step, StepFn, print_steps
-from vllm_course.tuning.spec import ExperimentSpec, check_labels, labelled_servers
+from vllm_course.tuning.spec import SettingsSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,7 +55,7 @@ WITHIN_NOISE, SIGNIFICANT, BASELINE = "within noise", "significant", "baseline"
 NO_RATIO = "no ratio: a value <= 0"
 
 
-class CompareSpec(ExperimentSpec):
+class CompareSpec(SettingsSpec):
     """Two or more server settings on one workload, each run ``repeats`` times.
 
     Attributes:
@@ -69,23 +69,12 @@ class CompareSpec(ExperimentSpec):
     """
 
     name: str = "compare"
-    servers: dict[str, ServerConfig]
     baseline: str | None = None
     repeats: int = 3
     metrics: list[str] = Field(default_factory=lambda: ["output_throughput_tok_s",
                                                         "ttft_p99_ms", "tpot_p99_ms"])
     method: stats.Method = "welch"
     confidence: float = Field(0.95, gt=0.5, lt=1)
-
-    @field_validator("servers", mode="before")
-    @classmethod
-    def _servers_as_list(cls, v: object) -> object:
-        return labelled_servers(v)
-
-    @field_validator("servers")
-    @classmethod
-    def _labels_ok(cls, v: dict[str, ServerConfig]) -> dict[str, ServerConfig]:
-        return check_labels(v)
 
     @field_validator("metrics")
     @classmethod

@@ -19,14 +19,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vllm_course import env, plots
-from vllm_course.config import RunConfig, ServerConfig, SyntheticWorkload
+from vllm_course.config import RunConfig, SyntheticWorkload
 from vllm_course.pool import ServerPool
 from vllm_course.results import RunResult
 from vllm_course.server import ServerError, UnknownFlagError
-from vllm_course.workload import WorkloadError
 from vllm_course.tuning.cache import ResultCache, open_cache, prefix_warning, run_cached
 from vllm_course.tuning.points import (
     Plan,
@@ -42,7 +41,8 @@ from vllm_course.tuning.points import (
     with_runs,
 )
 from vllm_course.tuning.progress import Eta, Step, StepFn, print_steps
-from vllm_course.tuning.spec import ExperimentSpec, check_labels, labelled_servers
+from vllm_course.tuning.spec import SettingsSpec
+from vllm_course.workload import WorkloadError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 LevelKind = Literal["rate_rps", "max_concurrency"]
 
-class SweepSpec(ExperimentSpec):
+class SweepSpec(SettingsSpec):
     """A grid of server settings x load levels on one workload.
 
     Attributes:
@@ -67,20 +67,9 @@ class SweepSpec(ExperimentSpec):
     """
 
     name: str = "sweep"
-    servers: dict[str, ServerConfig]
     rate_rps: list[float] | None = None
     max_concurrency: list[int] | None = None
     duration_s: float | None = Field(None, gt=0)
-
-    @field_validator("servers", mode="before")
-    @classmethod
-    def _servers_as_list(cls, v: object) -> object:
-        return labelled_servers(v)
-
-    @field_validator("servers")
-    @classmethod
-    def _labels_ok(cls, v: dict[str, ServerConfig]) -> dict[str, ServerConfig]:
-        return check_labels(v)
 
     @model_validator(mode="after")
     def _one_kind_of_level(self) -> SweepSpec:

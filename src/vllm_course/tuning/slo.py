@@ -225,7 +225,8 @@ class SLOSearchResult(BaseModel):
 
     @property
     def unit(self) -> str:
-        return "req/s" if self.spec.level_kind == "rate_rps" else "in flight"
+        """``req/s`` or ``in flight``."""
+        return _unit(self.spec)
 
     def summary(self) -> str:
         """The answer in one sentence."""

@@ -104,3 +104,24 @@ def check_labels(servers: dict[str, ServerConfig]) -> dict[str, ServerConfig]:
     for label in servers:
         check_folder_name(label, "server label")
     return servers
+
+
+class SettingsSpec(ExperimentSpec):
+    """An experiment over several server settings (a sweep, a compare).
+
+    Attributes:
+        servers: ``{label: ServerConfig}``; a list is accepted, labelled by its flags
+            (:func:`labelled_servers`). Labels are plain folder names.
+    """
+
+    servers: dict[str, ServerConfig]
+
+    @field_validator("servers", mode="before")
+    @classmethod
+    def _servers_as_list(cls, v: object) -> object:
+        return labelled_servers(v)
+
+    @field_validator("servers")
+    @classmethod
+    def _labels_ok(cls, v: dict[str, ServerConfig]) -> dict[str, ServerConfig]:
+        return check_labels(v)
