@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+from types import SimpleNamespace
 
 import fake_runs
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from vllm_course import experiment
 from vllm_course.config import LoadSpec, ServerConfig, SyntheticWorkload
 from vllm_course.tuning import stats
 from vllm_course.tuning.comparison import (
@@ -123,6 +125,31 @@ def test_without_a_progress_callback_the_plan_runs_and_verdicts_are_printed(monk
     assert [ln.split("]")[0] for ln in out if ln.startswith("[")] == [f"[{k}/6" for k in
                                                                        range(1, 7)]
     assert any(ln.startswith("compare cmp: Welch's t-test") for ln in out)
+
+
+def test_a_server_start_is_announced_and_kept_out_of_the_eta_of_the_points(monkeypatch,
+                                                                         tmp_path):
+    # A fake clock: a run that starts its server takes its ready_s (12.5 s, fake_runs) more
+    # than the 1 s every run takes. The ETA must rescale the point estimates by 1 s per point
+    # and add the estimated start (49 s on the CPU profile) of the server not started yet; a
+    # start counted in its point would make the first ETA 5 x 13.5 = 67.5 s with no start left.
+    from vllm_course.tuning import comparison
+
+    fake_runs.install(monkeypatch, _noisy({}))
+    fake = experiment.run_experiment
+    now = [0.0]
+
+    async def timed(config, results_root, *, pool, **kw):
+        now[0] += 1.0 + (12.5 if config.server.key() not in pool.live else 0.0)
+        return await fake(config, results_root, pool=pool, **kw)
+
+    monkeypatch.setattr(experiment, "run_experiment", timed)
+    monkeypatch.setattr(comparison, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    steps = []
+    _run(_spec(), fake_runs.FakePool(max_live=2), tmp_path, progress=steps.append)
+    assert [s.message for s in steps if s.kind == "server"] == [
+        "starting a vLLM server for one", "starting a vLLM server for default"]
+    assert [s.eta_s for s in steps if s.kind == "point"] == pytest.approx([54, 4, 3, 2, 1, 0])
 
 
 def test_failed_requests_and_zero_values_are_reported_not_averaged_away(monkeypatch,

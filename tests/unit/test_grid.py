@@ -208,6 +208,36 @@ def test_eta_rescales_by_measured_time_and_skipped_items_cost_nothing():
     assert eta.scale == 2.0 and eta.remaining_s() == 60.0
 
 
+def test_a_server_start_is_kept_out_of_the_eta_of_the_points(monkeypatch, tmp_path):
+    # A fake clock: every point takes 1 s, and the point that starts its setting's server 12.5 s
+    # more (its ready_s, fake_runs). The ETA rescales the estimates by 1 s per point and adds
+    # 49 s (a CPU start) per server not started yet; counted in its point, a start would scale
+    # every later estimate by ~13.
+    from types import SimpleNamespace
+
+    from vllm_course import experiment
+    from vllm_course.tuning import grid
+
+    fake_runs.install(monkeypatch, _model)
+    fake = experiment.run_experiment
+    now = [0.0]
+
+    async def timed(config, results_root, *, pool, **kw):
+        now[0] += 1.0 + (12.5 if config.server.key() not in pool.live else 0.0)
+        return await fake(config, results_root, pool=pool, **kw)
+
+    monkeypatch.setattr(experiment, "run_experiment", timed)
+    monkeypatch.setattr(grid, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    steps = []
+    spec = _spec(max_concurrency=[1, 2])
+    _sweep(spec, fake_runs.FakePool(), tmp_path, progress=steps.append)
+    est = [estimate_point_s(spec.point_config("base", c)) for c in (1, 2)] * 3
+    starts_after = [2, 2, 1, 1, 0, 0]      # servers not started yet after each point
+    expected = [sum(est[k:]) * k / sum(est[:k]) + n * estimate_start_s("cpu")
+                for k, n in zip(range(1, 7), starts_after, strict=True)]
+    assert [s.eta_s for s in steps if s.kind == "point"] == pytest.approx(expected)
+
+
 def test_every_level_sends_the_same_prompts_to_an_emptied_prefix_cache():
     spec = _spec()
     configs = [spec.point_config("base", c) for c in (1, 2, 4, 8)]

@@ -37,9 +37,11 @@ from vllm_course.tuning.points import (
     check_server_flags,
     device,
     estimate_point_s,
+    estimate_start_s,
     live_keys,
     make_plan,
     own_pool,
+    point_seconds,
     save_figure,
     save_json,
 )
@@ -364,14 +366,24 @@ async def compare(
         check_server_flags([spec.servers[lb] for i, lb, r in order if not hits[i, r]], pool)
         eta = Eta([estimate_point_s(configs[i, r], device()) for i, _, r in order
                    if not hits[i, r]])
+        # servers still to start, by settings key: their time is added to the ETA, not
+        # counted in the point that starts them
+        starts_left = dict.fromkeys({configs[k].server.key() for k in keys if not hits[k]}
+                                    - live_keys(pool), estimate_start_s(device()))
         runs: dict[str, list[RunResult]] = {lb: [] for lb in spec.servers}
         warnings: list[str] = []
         for done, (i, label, r) in enumerate(order, 1):
+            key = configs[i, r].server.key()
+            starting = not hits[i, r] and key not in live_keys(pool)
+            if starting:
+                emit(Step("server", f"starting a vLLM server for {label}", done - 1, len(order),
+                          eta.remaining_s() + sum(starts_left.values())))
+                starts_left.pop(key, None)
             t0 = time.monotonic()
             result, cached = await run_cached(configs[i, r], pool=pool, cache=store,
                                               results_root=Path(results_root) / "runs")
             if not cached:
-                eta.finish(time.monotonic() - t0)
+                eta.finish(point_seconds(time.monotonic() - t0, result, starting))
             runs[label].append(result)
             if w := prefix_warning(f"{label} repeat {r + 1}", result):
                 warnings.append(w)
@@ -379,7 +391,8 @@ async def compare(
                 warnings.append(w)
             tok_s = result.summary.output_throughput_tok_s if result.summary else 0.0
             emit(Step("point", f"{label} repeat {r + 1}: {tok_s:,.0f} output tok/s"
-                      + (" (cached)" if cached else ""), done, len(order), eta.remaining_s()))
+                      + (" (cached)" if cached else ""), done, len(order),
+                      eta.remaining_s() + sum(starts_left.values())))
     finally:
         if own:
             pool.close()

@@ -33,6 +33,7 @@ from vllm_course.tuning.points import (
     device,
     estimate_point_s,
     estimate_start_s,
+    point_seconds,
     live_keys,
     make_plan,
     own_pool,
@@ -342,7 +343,8 @@ class _Runner:
 
     async def setting(self, label: str) -> None:
         live = {s.config.key() for s in self.pool.servers}
-        if self.spec.servers[label].key() not in live:
+        starting = self.spec.servers[label].key() not in live   # the first run starts it
+        if starting:
             self.emit(Step("server", f"starting a vLLM server for {label}", self.done,
                            len(self.configs), self._eta()))
             self.started.append(label)
@@ -362,7 +364,8 @@ class _Runner:
             except (ServerError, WorkloadError) as exc:   # e.g. too long for its max-model-len
                 self._fail(label, str(exc).splitlines()[0])
                 return
-            self.eta.finish(time.monotonic() - t0)
+            self.eta.finish(point_seconds(time.monotonic() - t0, result, starting and not cached))
+            starting = starting and cached
             self.points[i] = SweepPoint(label=label, level=level, cached=cached,
                                         path=result.path, result=result)
             warning = prefix_warning(f"{label} at {level:g}", result)

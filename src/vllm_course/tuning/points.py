@@ -50,6 +50,16 @@ def estimate_start_s(device: str = "cpu", eager: bool = False) -> float:
     return 60.0 if eager else 120.0
 
 
+def point_seconds(elapsed_s: float, result: RunResult, started_server: bool) -> float:
+    """Seconds a point's own run took, for the ETA: ``elapsed_s`` less its server's start
+    (``result.startup["ready_s"]``, s) when this point started that server. The ETA rescales
+    the point estimates by measured point times, so a 30-50 s start counted in a ~3 s point
+    would inflate every later estimate ~10x."""
+    if started_server:
+        elapsed_s -= result.startup.get("ready_s") or 0.0
+    return max(elapsed_s, 0.0)
+
+
 @dataclass(frozen=True)
 class Plan:
     """What a sweep (or compare) will do, known before anything starts.
