@@ -140,8 +140,13 @@ def test_one_running_sequence_is_a_concurrency_cap(pool, tmp_path):
     # runs. One request runs at a time, almost all the time, while the burst queues behind it.
     assert 0.9 <= m.running_time_avg <= 1.0 + 1e-6
     assert m.waiting_time_avg >= 5
-    # what was sampled agrees: never more than one running; the KV cache all but empty
-    assert m.samples == 0 or (m.num_requests_running_peak == 1 and m.kv_cache_usage_peak < 0.05)
+    # What was sampled agrees as far as a sample can: never more than one running, the KV cache
+    # all but empty. Not "exactly one": the gauges hold the stats of the last step whose output
+    # the API server processed, and a step that finished the running request publishes 0
+    # running. A CI run sampled 0 running with 27 waiting at 0.5 s (the first request had just
+    # finished) and 0 running with 16 waiting at 9.45 s, 20 ms before the run ended (the API
+    # server, starved on 2 cores, had not published the later steps yet).
+    assert m.samples == 0 or (m.num_requests_running_peak <= 1 and m.kv_cache_usage_peak < 0.05)
     text = _cli_diagnosis(result)
     assert _first(text) == "concurrency cap reached (max_num_seqs)", text
     assert (f"running at max_num_seqs = 1 (flag): {m.running_time_avg:.2f} running and "

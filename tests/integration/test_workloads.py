@@ -89,16 +89,24 @@ def test_trace_replays_at_its_timestamps(pool, tmp_path, fmt):
     assert [r.scheduled_s for r in records] == pytest.approx([q.timestamp_s for q in requests])
     assert requests[-1].timestamp_s == pytest.approx(
         trace.import_trace(path, "tiny-mistral", format=fmt)[-1].timestamp_s / 2)
-    # Sends follow the trace's timestamps: no drift (median), and every send later than LATE_S
-    # was held by an event-loop stall the client measured in the same run. On this 2-core VM
-    # the OS now and then holds the whole client off for 0.1-1 s (CI replays saw 1-7 sends 55-964
-    # ms late): timing can't be asserted against a fixed bound, but a late send the loop was free
-    # to make would be the load generator's fault. The stalls must not be the client's own doing
-    # either: it was not saturated (busy CPU with a late loop).
+    # Sends follow the trace's timestamps: every send later than LATE_S was held by an
+    # event-loop stall the client measured in the same run, and the sends the loop was free to
+    # make (no recorded stall between their scheduled and actual send times) are on time at the
+    # median: no drift. On this 2-core VM the OS now and then holds the whole client off for
+    # 0.1-1 s (CI replays saw 1-7 sends 55-964 ms late): timing can't be asserted against a
+    # fixed bound, but a late send the loop was free to make would be the load generator's
+    # fault. The median is over free sends only: in one CI run the OS held the client off for
+    # 2.4 s of a 6.3 s replay (14 stalls; the client used 0.08 cores), 9 of 24 sends were
+    # 97-401 ms late, all inside stalls, and the median of all 24 was 12 ms, while the 12 free
+    # sends had a median of 1.1 ms. The stalls must not be the client's own doing either: it was
+    # not saturated (busy CPU with a late loop).
     lags_s = np.array([r.sent_s - r.scheduled_s for r in records])
-    assert np.median(lags_s) <= 0.005, sorted(lags_s)[-5:]
     assert not result.client.saturated, result.client.reasons
     stalls = result.client.stalls_s
+    free = [lag for r, lag in zip(records, lags_s, strict=True)
+            if not any(a <= r.sent_s and b >= r.scheduled_s for a, b in stalls)]
+    assert len(free) >= 3, (len(free), stalls)
+    assert np.median(free) <= 0.005, sorted(free)[-5:]
     unexplained = [(r.index, round(1000 * lag)) for r, lag in zip(records, lags_s, strict=True)
                    if not held_by_stall(r.scheduled_s, r.sent_s, stalls, LATE_S)]
     assert unexplained == [], (unexplained, stalls)
