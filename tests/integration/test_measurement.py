@@ -42,8 +42,13 @@ def _check_accounting(result):
     assert all(r.prompt_tokens == r.prompt_len for r in records)
     assert result.checks.prompt_len_mismatches == 0
     assert result.server_metrics.prompt_tokens == sum(r.prompt_tokens for r in records)
-    # (the checks' TTFT-gap warning is about timing on a busy machine, not accounting: not here)
-    assert not [w for w in result.checks.warnings if "token" in w], result.checks.warnings
+    # ... and the cross-checks raised no token-accounting warning. Only those two warnings: the
+    # TTFT-gap warning is about timing on a busy machine, not accounting. (Matching "token"
+    # caught it too, through "vllm:time_to_first_token_seconds": a CI run failed so, client
+    # mean TTFT 161 ms against the server's 34 ms on a starved 2-core machine.)
+    accounting = [w for w in result.checks.warnings
+                  if w.startswith("client received") or "usage.prompt_tokens" in w]
+    assert accounting == [], result.checks.warnings
     # TTFT < E2EL for every request (all outputs have > 1 token), unless all of its tokens came
     # in one chunk: vLLM merges the outputs a late reader has not taken yet into one delta
     for r in records:
