@@ -103,13 +103,31 @@ def install(monkeypatch, model: Model, calls: list | None = None,
         server_metrics = ServerMetrics(prefix_cache_hits=prefix_hits(config) if prefix_hits
                                        else 0.0)
         RunResult(name=config.name, created_at=dt.datetime.now().isoformat(), config=config,
-                  summary=summary, startup={"ready_s": 12.5}, client=client,
+                  summary=summary, startup={"ready_s": READY_S}, client=client,
                   server_metrics=server_metrics, path=str(run_dir)).save(run_dir)
         return RunResult.load(run_dir)
 
     monkeypatch.setattr(experiment, "run_experiment", fake_run)
     monkeypatch.setattr(server, "check_flags", lambda argv, flags=None: None)
     return calls
+
+
+READY_S = 12.5
+"""The fake runs' ``startup["ready_s"]``: seconds a server start takes."""
+
+
+def fake_clock(monkeypatch, module) -> None:
+    """Give ``module`` (which calls ``time.monotonic()``) a clock on which every run takes 1 s,
+    and a run that starts its server :data:`READY_S` more. Call after :func:`install`."""
+    fake = experiment.run_experiment
+    now = [0.0]
+
+    async def timed(config, results_root, *, pool, **kw):
+        now[0] += 1.0 + (READY_S if config.server.key() not in pool.live else 0.0)
+        return await fake(config, results_root, pool=pool, **kw)
+
+    monkeypatch.setattr(experiment, "run_experiment", timed)
+    monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=lambda: now[0]))
 
 
 def constant(ttft_s: float = 0.05, tpot_s: float = 0.01) -> Model:

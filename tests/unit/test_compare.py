@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-from types import SimpleNamespace
 
 import fake_runs
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from vllm_course import experiment
 from vllm_course.config import LoadSpec, ServerConfig, SyntheticWorkload
 from vllm_course.tuning import stats
 from vllm_course.tuning.comparison import (
@@ -136,15 +134,7 @@ def test_a_server_start_is_announced_and_kept_out_of_the_eta_of_the_points(monke
     from vllm_course.tuning import comparison
 
     fake_runs.install(monkeypatch, _noisy({}))
-    fake = experiment.run_experiment
-    now = [0.0]
-
-    async def timed(config, results_root, *, pool, **kw):
-        now[0] += 1.0 + (12.5 if config.server.key() not in pool.live else 0.0)
-        return await fake(config, results_root, pool=pool, **kw)
-
-    monkeypatch.setattr(experiment, "run_experiment", timed)
-    monkeypatch.setattr(comparison, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    fake_runs.fake_clock(monkeypatch, comparison)
     steps = []
     _run(_spec(), fake_runs.FakePool(max_live=2), tmp_path, progress=steps.append)
     assert [s.message for s in steps if s.kind == "server"] == [

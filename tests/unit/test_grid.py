@@ -213,21 +213,10 @@ def test_a_server_start_is_kept_out_of_the_eta_of_the_points(monkeypatch, tmp_pa
     # more (its ready_s, fake_runs). The ETA rescales the estimates by 1 s per point and adds
     # 49 s (a CPU start) per server not started yet; counted in its point, a start would scale
     # every later estimate by ~13.
-    from types import SimpleNamespace
-
-    from vllm_course import experiment
     from vllm_course.tuning import grid
 
     fake_runs.install(monkeypatch, _model)
-    fake = experiment.run_experiment
-    now = [0.0]
-
-    async def timed(config, results_root, *, pool, **kw):
-        now[0] += 1.0 + (12.5 if config.server.key() not in pool.live else 0.0)
-        return await fake(config, results_root, pool=pool, **kw)
-
-    monkeypatch.setattr(experiment, "run_experiment", timed)
-    monkeypatch.setattr(grid, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    fake_runs.fake_clock(monkeypatch, grid)
     steps = []
     spec = _spec(max_concurrency=[1, 2])
     _sweep(spec, fake_runs.FakePool(), tmp_path, progress=steps.append)

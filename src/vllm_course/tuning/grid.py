@@ -33,11 +33,11 @@ from vllm_course.tuning.points import (
     device,
     estimate_point_s,
     estimate_start_s,
-    point_seconds,
     live_keys,
     make_plan,
     own_pool,
     point_row,
+    point_seconds,
     save_json,
     with_runs,
 )
