@@ -390,13 +390,15 @@ fixed
 #   ms on the CPU build. Shown, not asserted: the cost (0-30 ms in our trials) is smaller than
 #   this machine's noise.
 # - **Warm-up requests never count**: both warm-up runs report exactly the 12 measured requests.
-# - **Burstier arrivals give a higher tail at the same mean rate**: P99 TTFT under gamma 0.1 is at
+# - **Burstier arrivals give a higher tail at the same mean rate**: P90 TTFT under gamma 0.1 is at
 #   least 1.5 × that under constant arrivals, and the mean and median TTFT at least 2 × (bursts
 #   delay most of their requests, not just one). In two CI-sized runs on the course's machine
-#   (2026-12-01) the factors were 4.8-6.7 for P99 and 5.3-6.1 for the mean (five runs of an
-#   earlier version, 1024-token prompts at 1.5 req/s: 2.6-6.7 and 4.8-8): the constant run's
-#   P99 is the one that moves, whenever the OS pauses the client or the server for a few
-#   hundred ms.
+#   (2026-12-01) the factors were 6.9-7.1 for P90, 4.8-6.7 for P99 and 5.3-6.1 for the mean.
+#   The claim is on P90, not P99, because with 24 requests the P99 is the slowest request, and
+#   one pause of the OS decides it: in a CI run one constant-arrival request took about 680 ms
+#   (the others about 100 ms), its P99 read 677 ms, and gamma 0.1's 967 ms was only 1.4 × that.
+#   Moving the P90 of 24 requests takes three such pauses in one run. Section 3 shows the same
+#   thing from the other side: P99 varies more between repeats than the mean.
 # - **Poisson lies in between** at this load, close to constant. Shown, not asserted: its P99 is
 #   within the noise of the constant run's.
 # - **The arrival effect is larger than the noise**: the three Poisson repeats' mean TTFT differ
@@ -416,9 +418,11 @@ nb.check(cold.summary.num_requests == warm.summary.num_requests == 12
          f"cold: {cold.config.load.num_warmups} warm-ups, warm: {warm.config.load.num_warmups} "
          f"warm-ups, 12 measured requests each")
 const, bursty = runs["constant"].summary.ttft_ms, runs["gamma 0.1"].summary.ttft_ms
-nb.check(bursty.p99 > 1.5 * const.p99,
-         "P99 TTFT under gamma 0.1 arrivals >= 1.5 x P99 under constant arrivals (same mean rate)",
-         f"{bursty.p99:.0f} ms vs {const.p99:.0f} ms")
+# P90, not P99: with 24 requests the P99 is the slowest request, which one OS pause decides
+# (a CI run: constant P99 677 ms from one ~680 ms request, gamma 0.1 967 ms); P90 needs three
+nb.check(bursty.p90 > 1.5 * const.p90,
+         "P90 TTFT under gamma 0.1 arrivals >= 1.5 x P90 under constant arrivals (same mean rate)",
+         f"{bursty.p90:.0f} ms vs {const.p90:.0f} ms (P99 {bursty.p99:.0f} vs {const.p99:.0f} ms)")
 nb.check(bursty.mean > 2 * const.mean and bursty.p50 > 2 * const.p50,
          "mean and median TTFT under gamma 0.1 >= 2 x constant",
          f"mean {bursty.mean:.0f} vs {const.mean:.0f} ms, median {bursty.p50:.0f} vs "
