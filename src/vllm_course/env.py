@@ -14,6 +14,8 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -69,20 +71,91 @@ def gpus() -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class GPUInfo:
+    """One NVIDIA GPU as ``nvidia-smi --query-gpu=name,memory.total`` reports it.
+
+    Attributes:
+        name: the product name, e.g. ``NVIDIA H200``.
+        memory_mib: total memory (MiB).
+    """
+
+    name: str
+    memory_mib: int
+
+    @property
+    def memory_gib(self) -> float:
+        """Total memory (GiB)."""
+        return self.memory_mib / 1024
+
+
+GPU_QUERY = ("--query-gpu=name,memory.total", "--format=csv,noheader,nounits")
+"""The ``nvidia-smi`` arguments :func:`gpu_info` runs; :func:`parse_gpu_query` reads their output."""
+
+GPU_PROFILES: tuple[tuple[str, str, int], ...] = (
+    # (profile, pattern on the name, minimum memory in MiB)
+    ("h200", r"\bH200\b", 0),            # NVIDIA H200, NVIDIA H200 NVL (not GH200)
+    ("h100-80g", r"\bH100\b", 79 * 1024),  # H100 80GB HBM3 / H100 PCIe: 81,559 MiB; NVL: 95,830
+    ("a100-80g", r"\bA100\b", 79 * 1024),  # A100-SXM4-80GB / A100 80GB PCIe: 81,920 MiB
+    ("l4", r"\bL4\b", 0),                # NVIDIA L4 (not L40, L40S)
+)
+"""GPU profiles by product name and memory, tried in order; any other NVIDIA GPU gets ``gpu``."""
+
+
+def parse_gpu_query(text: str) -> list[GPUInfo]:
+    """The GPUs in the output of ``nvidia-smi`` run with :data:`GPU_QUERY` (one ``name, MiB`` row
+    per GPU). Rows whose memory is not a number (``[N/A]``, a driver message) are skipped."""
+    found = []
+    for line in text.splitlines():
+        name, _, memory = line.rpartition(",")
+        try:
+            found.append(GPUInfo(name.strip(), int(float(memory.strip()))))
+        except ValueError:
+            continue
+    return [g for g in found if g.name]
+
+
+@lru_cache(maxsize=1)
+def gpu_info() -> tuple[GPUInfo, ...]:
+    """This machine's NVIDIA GPUs from ``nvidia-smi`` (empty without a working driver)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return ()
+    try:
+        out = subprocess.run([exe, *GPU_QUERY], capture_output=True, text=True, timeout=20,
+                             check=True)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(parse_gpu_query(out.stdout))
+
+
+def profile_for_gpus(found: Sequence[GPUInfo]) -> tuple[str, str]:
+    """The profile for these GPUs and why: the first row of :data:`GPU_PROFILES` that GPU 0 (the
+    one vLLM uses by default) matches, ``gpu`` for any other NVIDIA GPU, ``cpu-tiny`` for none.
+
+    Returns:
+        ``(profile name, one line saying why)``.
+    """
+    if not found:
+        return "cpu-tiny", "no NVIDIA GPU (nvidia-smi lists none), so the CPU profile"
+    gpu = found[0]
+    for name, pattern, min_mib in GPU_PROFILES:
+        if re.search(pattern, gpu.name) and gpu.memory_mib >= min_mib:
+            return name, f"GPU 0 is {gpu.name} ({gpu.memory_gib:.0f} GiB)"
+    return "gpu", (f"GPU 0 is {gpu.name} ({gpu.memory_gib:.0f} GiB), which has no profile of "
+                   "its own: the generic GPU profile, sized from its memory")
+
+
 def detect_profile_name() -> str:
-    """``$PROFILE`` if set, else ``h200`` when an H200 is visible, else ``cpu-tiny``."""
-    name = os.environ.get("PROFILE")
-    if name:
-        return name
-    names = gpus()
-    if any("H200" in n for n in names):
-        return "h200"
-    return "cpu-tiny"
+    """``$PROFILE`` if set, else the profile for this machine's GPUs (:func:`profile_for_gpus`)."""
+    return os.environ.get("PROFILE") or profile_for_gpus(gpu_info())[0]
 
 
 def current_profile() -> Profile:
-    """The hardware profile to use here (see :func:`detect_profile_name`)."""
-    return load_profile(detect_profile_name())
+    """The hardware profile to use here (see :func:`detect_profile_name`); a generic profile is
+    sized from GPU 0's memory."""
+    found = gpu_info()
+    return load_profile(detect_profile_name(), found[0].memory_gib if found else None)
 
 
 def broken_packages() -> list[str]:

@@ -49,7 +49,8 @@ def setup(quiet: bool = False) -> Profile:
     """Detect the hardware profile and say where this notebook runs.
 
     Prints one line: profile, device, model card, vLLM version and build, workload size, and
-    whether servers come from this kernel or from a CI broker. Returns the :class:`Profile`.
+    whether servers come from this kernel or from a CI broker; a second when the profile is an
+    estimate or generic (not measured on this GPU model). Returns the :class:`Profile`.
     """
     profile = env.current_profile()
     if not quiet:
@@ -60,6 +61,9 @@ def setup(quiet: bool = False) -> Profile:
             f"vLLM {version or 'NOT INSTALLED'} ({build or '?'} build), size {size()}, "
             + (f"servers from the CI broker at {broker}" if broker else "servers owned by this kernel")
         )
+        if profile.status != "measured":
+            print(f"note: {profile.description}. The chapters' expected numbers come from the "
+                  "cpu-tiny and h200 profiles; directions should hold here, sizes may differ.")
         if version is None:
             raise RuntimeError("vLLM is not installed in this kernel's Python: run `make setup` "
                                "and pick the .venv kernel")
