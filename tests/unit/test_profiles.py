@@ -12,9 +12,9 @@ from vllm_course.profile import load_profile, profile_names
 
 # `nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits` (env.GPU_QUERY) as
 # these GPUs answer it: product names and memory (MiB, less than the marketing GB) as the driver
-# reports them, taken from public nvidia-smi logs; the course's own machines have recorded only
-# the H200 and the no-GPU cases. Detection reads the name first, so a driver that reports a few
-# MiB more or less changes nothing.
+# reports them, taken from public nvidia-smi logs, except the H200 row, recorded on the course's
+# H200 machine (driver 580) on 2026-12-02, and the no-GPU case. Detection reads the name first,
+# so a driver that reports a few MiB more or less changes nothing.
 RECORDED = {
     "H200": ("NVIDIA H200, 143771\n", "h200"),
     "H200 x8": ("NVIDIA H200, 143771\n" * 8, "h200"),
