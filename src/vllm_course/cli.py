@@ -10,8 +10,46 @@ import click
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-@click.group()
-def main() -> None:
+class BadInput(click.ClickException):
+    """A file, flag or value that cannot be used: one line on stderr, exit status 2."""
+
+    exit_code = 2
+
+
+def bad_input(exc: BaseException, source: str | None = None) -> BaseException:
+    """``exc`` as a :class:`BadInput`, its message on one line (a server's error keeps the log
+    tail under its first line), prefixed with ``source`` (the file it came from) when given;
+    ``exc`` itself under ``vllm-course --debug``, so that its traceback shows."""
+    from vllm_course.errors import one_line
+    from vllm_course.server import ServerError
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().params.get("debug"):
+        return exc
+    text = str(exc) if isinstance(exc, ServerError) else one_line(exc)
+    return BadInput(f"{source}: {text}" if source and not text.startswith(source) else text)
+
+
+class _CourseGroup(click.Group):
+    """The top-level group: bad input (vllm_course.errors.INPUT_ERRORS) raised anywhere below
+    becomes one line and exit status 2, unless ``--debug`` asks for the traceback."""
+
+    def invoke(self, ctx: click.Context):
+        from vllm_course.errors import INPUT_ERRORS
+
+        try:
+            return super().invoke(ctx)
+        except click.ClickException:
+            raise
+        except INPUT_ERRORS as exc:
+            if ctx.params.get("debug"):
+                raise
+            raise bad_input(exc) from None
+
+
+@click.group(cls=_CourseGroup)
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+def main(debug: bool) -> None:
     """vLLM Throughput Tuning: measure and tune real vLLM servers."""
 
 
@@ -57,6 +95,44 @@ def doctor(short: bool) -> None:
         raise SystemExit(1)
 
 
+def _writable(results_root: str) -> None:
+    """Fail now, not after a server start, if ``results_root`` cannot be written.
+
+    Raises:
+        BadInput: naming the folder and why.
+    """
+    import tempfile
+
+    try:
+        Path(results_root).mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=results_root):
+            pass
+    except OSError as exc:
+        raise BadInput(f"--results {results_root}: cannot write there "
+                       f"({exc.strerror or exc}); choose another folder") from None
+
+
+def _check_server(server) -> None:
+    """Check a server's flags, names and values, with the installed vLLM before anything starts
+    (the profile's flags included, as the server would get them).
+
+    Raises:
+        BadInput: naming the flag, and the closest real ones or what the value must be.
+    """
+    from vllm_course import env
+    from vllm_course.config import ServerConfig
+    from vllm_course.server import ServerError, check_flags, check_values
+
+    args = {**env.current_profile().server_args, **server.args}
+    try:
+        check_flags(ServerConfig(args=args).argv())
+        check_values(args)
+    except ServerError as exc:
+        if exc.cause in INPUT_CAUSES:
+            raise BadInput(str(exc)) from None
+        raise
+
+
 def _execute(config, results_root: str) -> None:
     """Run one experiment with a progress bar, print the report; this process owns the server."""
     from rich.console import Console
@@ -69,7 +145,7 @@ def _execute(config, results_root: str) -> None:
     )
 
     from vllm_course import env
-    from vllm_course.experiment import load_requests, run_experiment
+    from vllm_course.experiment import preflight, run_experiment
     from vllm_course.pool import ServerPool
     from vllm_course.server import ServerError
     from vllm_course.workload import WorkloadError
@@ -103,12 +179,13 @@ def _execute(config, results_root: str) -> None:
 
     def fail(message: str, code: int = 1) -> None:
         console.print("error: ", style="red", end="")
-        console.print(message, markup=False, highlight=False)
+        console.print(message, markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(code)
 
     try:
-        # read the workload first: a bad file fails before a server is started for nothing
-        load_requests(config.workload, config.server.model, config.load.endpoint)
+        # check the workload first: a bad file or a too-long request fails before a server is
+        # started for nothing
+        preflight(config, profile.server_args)
         with pool:
             # start the server outside the event loop, so Ctrl-C stops a start at once; the run
             # below then reuses it (identical settings, same owner)
@@ -122,7 +199,7 @@ def _execute(config, results_root: str) -> None:
                              if facts.kv_cache_tokens else "") + f"; log {server.log_path}")
             result = asyncio.run(go())
     except (ServerError, WorkloadError, FileNotFoundError) as exc:
-        fail(str(exc))
+        fail(*_failure(exc))
     except KeyboardInterrupt:
         console.print("interrupted: the server was stopped; requests that finished are in "
                       f"{results_root}/<run>/requests.jsonl")
@@ -164,7 +241,9 @@ def run(config_path: str, results_root: str) -> None:
     try:
         config = RunConfig.from_file(config_path)
     except (ValidationError, ValueError, yaml.YAMLError) as exc:
-        raise click.ClickException(f"{config_path}: {exc}") from None
+        raise bad_input(exc, config_path) from None
+    _check_server(config.server)
+    _writable(results_root)
     _execute(config, results_root)
 
 
@@ -196,6 +275,7 @@ def demo(results_root: str, num_requests: int | None) -> None:
         f"demo: {dataset.relative_to(REPO_ROOT)} (see datasets/README.md), Poisson arrivals "
         f"at {d.rate_rps:g} req/s, model {profile.model}"
     )
+    _writable(results_root)
     _execute(config, results_root)
 
 
@@ -206,13 +286,13 @@ def diagnose_cmd(result_dir: str) -> None:
     from vllm_course.diagnosis import diagnose
 
     if not (Path(result_dir) / "summary.json").exists():
-        raise click.ClickException(
+        raise BadInput(
             f"{result_dir} has no summary.json: pass a run folder, e.g. results/demo-20261129-101500"
         )
     try:
         click.echo(diagnose(result_dir).report())
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise bad_input(exc, result_dir) from None
 
 
 @main.group()
@@ -249,10 +329,15 @@ def servers_stop(pids: tuple[int, ...], stop_all: bool) -> None:
     if not pids and not stop_all:
         raise click.UsageError("give server pids or --all")
     targets = [e["pid"] for e in registry.entries()] if stop_all else list(pids)
+    missed = []
     for pid in targets:
-        stopped = registry.stop(pid)
-        click.echo(f"pid {pid}: " + ("stopped" if stopped else
-                   "not a running vLLM server started by the course; nothing was signalled"))
+        if registry.stop(pid):
+            click.echo(f"pid {pid}: stopped")
+        else:
+            missed.append(pid)
+    if missed:
+        raise BadInput(f"pid {', '.join(map(str, missed))}: not a running vLLM server started by "
+                       "the course; nothing was signalled (`vllm-course servers list` shows them)")
 
 
 @main.group(name="workload")
@@ -327,9 +412,9 @@ def workload_synth(
 @click.option(
     "--endpoint",
     type=click.Choice(["completions", "chat"]),
-    default="completions",
-    show_default=True,
-    help="Count prompt tokens as this endpoint does (JSONL without prompt_len).",
+    default=None,
+    help="Count prompt tokens as this endpoint does (JSONL without prompt_len); default: chat "
+         "for a file of conversations, else completions.",
 )
 @click.option(
     "--model",
@@ -359,8 +444,8 @@ def workload_describe(file, fmt, endpoint, model, block_size, png) -> None:
         stats = describe_file(
             file, format=fmt, endpoint=endpoint, model=model, block_size=block_size
         )
-    except (WorkloadError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+    except (WorkloadError, ValueError, OSError) as exc:
+        raise bad_input(exc, file) from None
     click.echo(stats.report())
     out = Path(png) if png else Path(Path(file).stem + ".png")
     save_histogram_png(stats, out)
@@ -390,7 +475,7 @@ def workload_generate(spec_path: str, size: str | None, output: str) -> None:
         spec = load_spec(spec_path, size)
         requests = generate(spec, PromptTokenizer(spec.model))
     except ValueError as exc:  # pydantic's ValidationError and WorkloadError are ValueErrors
-        raise click.ClickException(f"{spec_path}: {exc}") from None
+        raise bad_input(exc, spec_path) from None
     write_jsonl(requests, output)
     click.echo(f"wrote {len(requests)} requests for the {spec.endpoint} endpoint to {output}")
 
@@ -416,13 +501,50 @@ def _cache_options(f):
 
 
 def _load_spec(cls, path: str):
+    """Read a sweep, SLO-search or compare spec and check every server's flags before anything
+    starts (``--plan`` included).
+
+    Raises:
+        BadInput: for a bad file, field, flag or value.
+    """
     import yaml
     from pydantic import ValidationError
 
     try:
-        return cls.from_file(path)
+        spec = cls.from_file(path)
     except (ValidationError, ValueError, yaml.YAMLError) as exc:
-        raise click.ClickException(f"{path}: {exc}") from None
+        raise bad_input(exc, path) from None
+    servers = getattr(spec, "servers", None)
+    for server in servers.values() if servers else [spec.server]:
+        _check_server(server)
+    return spec
+
+
+def _is_input(exc: BaseException) -> bool:
+    """Whether ``exc`` is the user's input (exit 2), not a failure of the run (exit 1): a server
+    flag vLLM rejected or a request longer than ``max_model_len`` count as input."""
+    from vllm_course.errors import INPUT_ERRORS
+    from vllm_course.server import ServerError
+
+    if isinstance(exc, ServerError):
+        return exc.cause in INPUT_CAUSES
+    return isinstance(exc, INPUT_ERRORS)
+
+
+INPUT_CAUSES = {"bad_flag", "bad_value", "max_model_len"}
+"""``ServerError.cause`` values that mean the user's settings, not the server, were at fault."""
+
+
+def _failure(exc: BaseException) -> tuple[str, int]:
+    """(message, exit status) for a run that failed: 2 and one line for bad input, 1 and the
+    whole message (a server's log tail included) otherwise; under ``--debug`` bad input is
+    re-raised, traceback and all."""
+    if not _is_input(exc):
+        return str(exc), 1
+    err = bad_input(exc)
+    if not isinstance(err, BadInput):
+        raise exc
+    return err.message, 2
 
 
 def _run_spec(fn, spec, results_root: str, no_cache: bool, cache_dir: str | None):
@@ -431,11 +553,14 @@ def _run_spec(fn, spec, results_root: str, no_cache: bool, cache_dir: str | None
     from vllm_course.tuning.progress import ProgressBar
     from vllm_course.workload import WorkloadError
 
+    _writable(results_root)
     cache = None if no_cache else (cache_dir or True)
     with ProgressBar() as bar:
         try:
             return asyncio.run(fn(spec, cache=cache, results_root=results_root, progress=bar))
         except (ServerError, WorkloadError, FileNotFoundError, ValueError, RuntimeError) as exc:
+            if _is_input(exc):
+                raise bad_input(exc) from None
             raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt:
             bar.console.print("interrupted: servers stopped; finished points are in the cache, "
@@ -462,7 +587,7 @@ def sweep_cmd(config_path, results_root, no_cache, cache_dir, plan_only) -> None
             click.echo(str(plan(spec, cache=None if no_cache else (cache_dir or True),
                                 results_root=results_root)))
         except (FileNotFoundError, ValueError) as exc:
-            raise click.ClickException(f"{config_path}: {exc}") from None
+            raise bad_input(exc, config_path) from None
         return
     result = _run_spec(sweep, spec, results_root, no_cache, cache_dir)
     click.echo(_table(result.to_dataframe(),

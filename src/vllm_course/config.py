@@ -261,11 +261,21 @@ class RunConfig(_Frozen):
     def from_file(cls, path: str | Path) -> RunConfig:
         """Load a YAML (or JSON) run file.
 
+        A file must have a ``workload:`` and a ``load:`` section: a run that silently sent 200
+        default requests would measure something nobody asked for.
+
         Raises:
             FileNotFoundError: if the file does not exist.
+            ValueError: for an empty file or one without a ``workload`` or ``load`` section.
             pydantic.ValidationError: naming each bad or unknown field.
         """
-        return cls.model_validate(read_mapping(path))
+        data = read_mapping(path)
+        missing = [key for key in ("workload", "load") if key not in data]
+        if missing:
+            raise ValueError(
+                f"{path}: no {' and no '.join(missing)} section; a run file says what to send "
+                "(workload:) and how (load:), as examples/run.yaml does")
+        return cls.model_validate(data)
 
 
 def default_workload_kind(data: object) -> object:
@@ -287,9 +297,11 @@ def read_mapping(path: str | Path) -> dict:
 
     Raises:
         FileNotFoundError: if the file does not exist.
-        ValueError: if the top level is not a mapping.
+        ValueError: if the file is empty or its top level is not a mapping.
     """
-    data = yaml.safe_load(Path(path).read_text()) or {}
+    data = yaml.safe_load(Path(path).read_text())
+    if data is None:
+        raise ValueError(f"{path}: the file is empty")
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     return data

@@ -255,12 +255,15 @@ def describe_file(
     path: str | Path,
     *,
     format: FileFormat | None = None,  # noqa: A002
-    endpoint: Endpoint = "completions",
+    endpoint: Endpoint | None = None,
     model: str = "tiny-mistral",
     block_size: int = trace.MOONCAKE_BLOCK_SIZE,
     cache_block_size: int = 16,
 ) -> WorkloadStats:
     """:class:`WorkloadStats` of a JSONL request set or a trace file (whole file, trace order).
+
+    ``endpoint`` decides how prompt tokens are counted; ``None`` means ``chat`` for a file whose
+    prompts are conversations (they can only be sent there) and ``completions`` otherwise.
 
     Traces are described from their rows (lengths as given, no prompts built), so large trace
     files are quick; ``model`` is only loaded for JSONL files.
@@ -272,8 +275,13 @@ def describe_file(
     path = Path(path)
     fmt = format or detect_file_format(path)
     if fmt == "jsonl":
+        requests = read_jsonl(path)
+        if endpoint is None:
+            chat = any(isinstance(r.prompt, tuple) and r.prompt
+                       and not isinstance(r.prompt[0], int) for r in requests)
+            endpoint = "chat" if chat else "completions"
         stats = describe_requests(
-            read_jsonl(path),
+            requests,
             endpoint=endpoint,
             tokenizer=model,
             source=str(path),

@@ -90,7 +90,7 @@ class GPUInfo:
 
 
 GPU_QUERY = ("--query-gpu=name,memory.total", "--format=csv,noheader,nounits")
-"""The ``nvidia-smi`` arguments :func:`gpu_info` runs; :func:`parse_gpu_query` reads their output."""
+"""The ``nvidia-smi`` arguments :func:`gpu_info` runs (:func:`parse_gpu_query` reads the output)."""
 
 GPU_PROFILES: tuple[tuple[str, str, int], ...] = (
     # (profile, pattern on the name, minimum memory in MiB)

@@ -120,6 +120,28 @@ def load_requests(spec: WorkloadSpec, model: str, endpoint: Endpoint) -> list[wo
     return workload.load(spec, model, endpoint)
 
 
+def preflight(config: RunConfig, profile_args: Mapping[str, Scalar]) -> list[workload.Request]:
+    """The checks :func:`run_experiment` makes before a server starts, for callers that start it
+    themselves: the workload is read or built, its send times can be computed, and every request
+    fits ``--max-model-len`` when the flags (the profile's, then the config's) set it.
+
+    Returns:
+        The requests.
+
+    Raises:
+        WorkloadError: naming the bad line, the missing timestamps, or the requests that are too
+            long (nothing started, nothing sent).
+    """
+    endpoint, model, source = config.load.endpoint, config.server.model, _source(config.workload)
+    requests = load_requests(config.workload, model, endpoint)
+    send_offsets(requests, config.arrivals, source)
+    configured_len = max_model_len_from_args({**profile_args, **config.server.args})
+    if configured_len is not None:
+        check_max_model_len(requests, configured_len, endpoint=endpoint, tokenizer=model,
+                            source=source)
+    return requests
+
+
 def _source(spec: WorkloadSpec) -> str:
     return str(spec.path) if isinstance(spec, (FileWorkload, TraceWorkload)) else "workload"
 
@@ -245,13 +267,10 @@ async def run_experiment(
     endpoint = config.load.endpoint
     model = config.server.model
     source = _source(config.workload)
-    requests = load_requests(config.workload, model, endpoint)
+    profile_args = getattr(pool, "profile_args", {})
+    requests = preflight(config, profile_args)
+    configured_len = max_model_len_from_args({**profile_args, **config.server.args})
     offsets = send_offsets(requests, config.arrivals, source)
-    flags = {**getattr(pool, "profile_args", {}), **config.server.args}
-    configured_len = max_model_len_from_args(flags)
-    if configured_len is not None:
-        check_max_model_len(requests, configured_len, endpoint=endpoint, tokenizer=model,
-                            source=source)
     warmups = (
         workload.warmup_requests(
             workload.PromptTokenizer(config.server.model), config.load.num_warmups, endpoint

@@ -35,10 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from vllm_course.config import Endpoint
+from vllm_course.config import Endpoint, read_mapping
 from vllm_course.lengths import Fixed, LengthDist
 from vllm_course.workload import Message, PromptTokenizer, Request, WorkloadError
 
@@ -113,11 +112,10 @@ def load_spec(path: str | Path, size: str | None = None) -> GeneratorSpec:
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
-        ValueError: for an unknown size; pydantic.ValidationError for a bad field.
+        ValueError: for an empty file, one that is not a mapping, or an unknown size;
+            pydantic.ValidationError for a bad field.
     """
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level")
+    data = read_mapping(path)
     sizes = data.pop("sizes", None) or {}
     if size is not None:
         if size not in sizes:

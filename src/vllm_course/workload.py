@@ -17,7 +17,8 @@ count after a run.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -26,7 +27,6 @@ import numpy as np
 
 from vllm_course import models
 from vllm_course.config import Endpoint, FileWorkload, SyntheticWorkload
-
 
 Message = tuple[str, str]  # (role, content): "user", "assistant" or "system"
 
@@ -77,11 +77,32 @@ class WorkloadError(ValueError):
     """A request set could not be read or built; the message names the file and line."""
 
 
+@contextmanager
+def _quiet_hub() -> Iterator[None]:
+    """Silence the Hugging Face libraries' retry warnings while a tokenizer loads: a failure is
+    reported once, as a WorkloadError, instead of after a page of retries."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in ("huggingface_hub", "transformers")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
 class PromptTokenizer:
     """Counts prompt tokens exactly as the server will, for one model.
 
     Offline cards use Mistral's v3 tokenizer through ``mistral_common`` (what vLLM's
     ``--tokenizer-mode mistral`` uses); other models use ``transformers.AutoTokenizer``.
+
+    Raises:
+        WorkloadError: for a model that is neither an offline card nor a tokenizer that
+            ``transformers`` can load (a mistyped hub id, or a hub id without network).
     """
 
     def __init__(self, model: str):
@@ -95,7 +116,14 @@ class PromptTokenizer:
         else:
             from transformers import AutoTokenizer
 
-            self._hf = AutoTokenizer.from_pretrained(model)
+            try:
+                with _quiet_hub():
+                    self._hf = AutoTokenizer.from_pretrained(model)
+            except (OSError, ValueError) as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise WorkloadError(
+                    f"model {model!r} is not an offline card ({', '.join(models.CARDS)}) and "
+                    f"transformers could not load its tokenizer: {first}") from None
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` alone, without BOS or any template tokens."""
@@ -123,9 +151,15 @@ class PromptTokenizer:
 
         Completions: BOS + the text's tokens (token-id prompts are sent as they are). Chat: the
         model's chat template applied to the conversation (text alone is one user message).
+
+        Raises:
+            WorkloadError: for a conversation on the completions endpoint, which takes text.
         """
         if isinstance(prompt, tuple) and prompt and isinstance(prompt[0], int):
             return list(prompt)
+        if isinstance(prompt, tuple) and endpoint == "completions":
+            raise WorkloadError("a prompt of chat messages goes to the chat endpoint, not "
+                                "completions: use --endpoint chat (or endpoint: chat)")
         messages = prompt if isinstance(prompt, tuple) else (("user", prompt),)
         if self._mistral is not None:
             if endpoint == "completions":

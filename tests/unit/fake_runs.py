@@ -109,6 +109,7 @@ def install(monkeypatch, model: Model, calls: list | None = None,
 
     monkeypatch.setattr(experiment, "run_experiment", fake_run)
     monkeypatch.setattr(server, "check_flags", lambda argv, flags=None: None)
+    monkeypatch.setattr(server, "check_values", lambda args, kinds=None: None)
     return calls
 
 

@@ -72,10 +72,10 @@ def test_sweep_plan_of_the_example_starts_nothing(tmp_path):
 def test_a_bad_spec_names_the_field(tmp_path):
     spec = _write(tmp_path, SWEEP + "rate_rps: [1]\n")
     out = CliRunner().invoke(main, ["sweep", "--config", spec])
-    assert out.exit_code == 1 and "exactly one non-empty list of load levels" in out.output
+    assert out.exit_code == 2 and "exactly one non-empty list of load levels" in out.output
     typo = _write(tmp_path, "servers: {a: {}}\nmax_concurency: [1]\n")
     out = CliRunner().invoke(main, ["sweep", "--config", typo])
-    assert out.exit_code == 1 and "max_concurency" in out.output
+    assert out.exit_code == 2 and "max_concurency" in out.output
 
 
 COMPARE = """
@@ -121,4 +121,4 @@ def test_slo_command_prints_the_answer(fake, tmp_path, monkeypatch):
 def test_slo_spec_with_too_few_requests_says_why(tmp_path):
     spec = _write(tmp_path, SLO_SPEC.replace("num_requests: 300", "num_requests: 50"))
     out = CliRunner().invoke(main, ["slo", "--config", spec])
-    assert out.exit_code == 1 and "needs at least 300" in out.output
+    assert out.exit_code == 2 and "needs at least 300" in out.output

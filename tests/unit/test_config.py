@@ -106,9 +106,25 @@ load:
     assert cfg.server == ServerConfig()
 
 
-def test_defaults_from_an_empty_file(tmp_path: Path) -> None:
-    cfg = RunConfig.from_file(_write(tmp_path, ""))
-    assert cfg == RunConfig()
+def test_an_empty_file_is_an_error_not_a_default_run(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="the file is empty"):
+        RunConfig.from_file(_write(tmp_path, ""))
+    with pytest.raises(ValueError, match="the file is empty"):
+        RunConfig.from_file(_write(tmp_path, "# only a comment\n"))
+
+
+@pytest.mark.parametrize(("text", "missing"), [
+    ("name: x\n", "no workload and no load section"),
+    ("workload:\n  num_requests: 5\n", "no load section"),
+    ("load:\n  rate_rps: 2\n", "no workload section"),
+])
+def test_a_run_file_needs_workload_and_load(tmp_path: Path, text: str, missing: str) -> None:
+    with pytest.raises(ValueError, match=missing):
+        RunConfig.from_file(_write(tmp_path, text))
+
+
+def test_defaults_of_a_run_config_in_code() -> None:
+    cfg = RunConfig()
     assert cfg.name == "run"
     assert cfg.workload == SyntheticWorkload()
     assert cfg.workload.num_requests == 200 and cfg.workload.input_len == 256
@@ -118,7 +134,7 @@ def test_defaults_from_an_empty_file(tmp_path: Path) -> None:
 
 
 def test_json_run_file(tmp_path: Path) -> None:
-    data = {"name": "j", "load": {"rate_rps": 2, "max_concurrency": 1}}
+    data = {"name": "j", "workload": {}, "load": {"rate_rps": 2, "max_concurrency": 1}}
     cfg = RunConfig.from_file(_write(tmp_path, json.dumps(data), "run.json"))
     assert cfg.name == "j" and cfg.load.rate_rps == 2.0 and cfg.load.max_concurrency == 1
 
@@ -133,6 +149,15 @@ def test_round_trip_through_json() -> None:
     assert RunConfig.model_validate_json(cfg.model_dump_json()) == cfg
 
 
+def _with_sections(text: str) -> str:
+    """``text`` with an empty ``workload:`` and ``load:`` added where it has none (a run file
+    needs both)."""
+    for key in ("workload", "load"):
+        if not text.startswith(f"{key}:") and f"\n{key}:" not in text:
+            text += f"{key}: {{}}\n"
+    return text
+
+
 @pytest.mark.parametrize(
     ("text", "field"),
     [
@@ -145,7 +170,7 @@ def test_round_trip_through_json() -> None:
 )
 def test_unknown_field_error_names_the_field(tmp_path: Path, text: str, field: str) -> None:
     with pytest.raises(ValidationError) as info:
-        RunConfig.from_file(_write(tmp_path, text))
+        RunConfig.from_file(_write(tmp_path, _with_sections(text)))
     msg = str(info.value)
     assert field in msg
     assert "Extra inputs are not permitted" in msg
@@ -175,14 +200,15 @@ def test_unknown_field_error_names_the_field(tmp_path: Path, text: str, field: s
 )
 def test_bad_values_are_rejected(tmp_path: Path, text: str, loc: tuple) -> None:
     with pytest.raises(ValidationError) as info:
-        RunConfig.from_file(_write(tmp_path, text))
+        RunConfig.from_file(_write(tmp_path, _with_sections(text)))
     assert info.value.errors()[0]["loc"] == loc
 
 
 @pytest.mark.parametrize("name", ["a/b", "..", ".hidden", "", "back\\slash"])
 def test_bad_name_rejected(tmp_path: Path, name: str) -> None:
     with pytest.raises(ValidationError, match="must be a plain folder name"):
-        RunConfig.from_file(_write(tmp_path, json.dumps({"name": name}), "run.json"))
+        RunConfig.from_file(_write(tmp_path, json.dumps({"name": name, "workload": {},
+                                                         "load": {}}), "run.json"))
 
 
 @pytest.mark.parametrize("name", ["run", "chat-c8_v2", "a.b"])
@@ -208,7 +234,7 @@ def test_models_are_frozen() -> None:
 
 
 def test_workload_kind_defaults_to_synthetic(tmp_path: Path) -> None:
-    cfg = RunConfig.from_file(_write(tmp_path, "workload:\n  num_requests: 5\n"))
+    cfg = RunConfig.from_file(_write(tmp_path, "workload:\n  num_requests: 5\nload: {}\n"))
     assert cfg.workload == SyntheticWorkload(num_requests=5)
 
 

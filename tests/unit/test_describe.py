@@ -194,7 +194,7 @@ def test_cli_describe(tmp_path: Path) -> None:
         ],
     )
     assert (
-        forced.exit_code == 1 and "3 hash_ids of 1024 tokens need more than 2048" in forced.output
+        forced.exit_code == 2 and "3 hash_ids of 1024 tokens need more than 2048" in forced.output
     )
 
 
@@ -202,5 +202,5 @@ def test_cli_describe_reports_the_bad_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "hi", "output_len": 2}\n{"prompt": "hi"}\n')
     result = CliRunner().invoke(main, ["workload", "describe", str(bad)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"Error: {bad}:2: missing field 'output_len'" in result.output

@@ -925,7 +925,7 @@ def test_cli_prints_the_report(tmp_path: Path) -> None:
 
 def test_cli_on_a_folder_without_summary_json(tmp_path: Path) -> None:
     out = CliRunner().invoke(main, ["diagnose", str(tmp_path)])
-    assert out.exit_code == 1
+    assert out.exit_code == 2
     assert f"Error: {tmp_path} has no summary.json: pass a run folder" in out.output
     assert "Traceback" not in out.output
     assert isinstance(out.exception, SystemExit)   # a clean exit, not a crash
@@ -935,8 +935,8 @@ def test_cli_on_a_run_without_summary(tmp_path: Path) -> None:
     RunResult(name="died", created_at="t", config=RunConfig(name="died"), summary=None,
               stopped_early="the vLLM server died").save(tmp_path)
     out = CliRunner().invoke(main, ["diagnose", str(tmp_path)])
-    assert out.exit_code == 1
-    assert "Error: run died has no summary to diagnose (the vLLM server died)" in out.output
+    assert out.exit_code == 2
+    assert f"Error: {tmp_path}: run died has no summary to diagnose (the vLLM server died)" in out.output
 
 
 def test_cli_on_a_missing_folder(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from vllm_course.server import (
     UnknownFlagError,
     VLLMServer,
     check_flags,
+    flag_kinds,
     classify_failure,
     default_max_num_seqs,
     known_flags,
@@ -132,7 +133,8 @@ def test_known_flags_fills_the_cache(
     def fake_run(cmd, **kwargs):
         calls.append(cmd)
         return subprocess.CompletedProcess(
-            cmd, 0, stdout='noise\nFLAGS=["--a", "--b"]\n', stderr="warnings"
+            cmd, 0, stdout='noise\nFLAGS=["--a", "--b"]\nKINDS={"--a": {"kind": "int"}}\n',
+            stderr="warnings"
         )
 
     monkeypatch.setattr(subprocess, "run", fake_run)
@@ -140,8 +142,10 @@ def test_known_flags_fills_the_cache(
     assert len(calls) == 1
     assert json.loads((tmp_path / "flags" / "0.32.0.json").read_text()) == ["--a", "--b"]
     assert known_flags() == ["--a", "--b"]
-    assert len(calls) == 1  # second call served from the cache
-    assert list((tmp_path / "flags").iterdir()) == [tmp_path / "flags" / "0.32.0.json"]
+    assert flag_kinds() == {"--a": {"kind": "int"}}
+    assert len(calls) == 1  # later calls served from the cache, the kinds too
+    assert sorted((tmp_path / "flags").iterdir()) == [tmp_path / "flags" / "0.32.0.json",
+                                                       tmp_path / "flags" / "0.32.0.kinds.json"]
 
 
 def test_known_flags_subprocess_failure(

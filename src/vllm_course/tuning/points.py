@@ -183,15 +183,19 @@ def _measured_start(configs, label, profile_args, cache) -> float | None:
 
 
 def check_server_flags(servers: Sequence[ServerConfig], pool: ServerPool) -> None:
-    """Check every server's flags against the installed vLLM before anything starts.
+    """Check every server's flags, names and values, against the installed vLLM before anything
+    starts.
 
     Raises:
         UnknownFlagError: naming the bad flag and the closest real ones (nothing launched).
+        ServerError: ``cause="bad_value"``, naming a bad value and what it must be.
     """
-    from vllm_course.server import check_flags
+    from vllm_course.server import check_flags, check_values
 
     for server in servers:
-        check_flags(ServerConfig(args=effective_args(server, pool.profile_args)).argv())
+        args = effective_args(server, pool.profile_args)
+        check_flags(ServerConfig(args=args).argv())
+        check_values(args)
 
 
 def live_keys(pool: ServerPool | None) -> set[str]:
