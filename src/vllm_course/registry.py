@@ -38,6 +38,8 @@ def register(server: VLLMServer) -> None:
         "started_at": time.time(),
         "log": str(server.log_path),
         "args": server.effective_args(),
+        # the guard against a reused pid: a later process with this pid starts at another time
+        "create_time": _create_time(server.proc.pid),
     }
     (_dir() / f"{server.proc.pid}.json").write_text(json.dumps(entry))
 
@@ -64,13 +66,17 @@ def _alive(pid: int) -> bool:
 
 
 def _is_ours(entry: dict) -> bool:
-    """True if the entry's pid is still the vLLM server we started (not a reused pid)."""
-    pid = entry.get("pid")
-    if not isinstance(pid, int) or pid <= 1 or not _alive(pid):
+    """True if the entry's pid is still the vLLM server we started: alive, started when the entry
+    says (a reused pid belongs to a process started later; an entry without a start time cannot
+    be checked and is not ours), a vLLM server's command line, leading its own process group."""
+    pid, created = entry.get("pid"), entry.get("create_time")
+    if not isinstance(pid, int) or pid <= 1 or not isinstance(created, (int, float)):
+        return False
+    if not _alive(pid):
         return False
     try:
         proc = psutil.Process(pid)
-        if entry.get("create_time") is not None and abs(proc.create_time() - entry["create_time"]) > 1:
+        if abs(proc.create_time() - created) > 1:
             return False
         return "vllm.entrypoints" in " ".join(proc.cmdline()) and os.getpgid(pid) == pid
     except (psutil.Error, OSError):

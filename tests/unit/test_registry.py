@@ -6,7 +6,9 @@ import json
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
+import psutil
 import pytest
 
 from vllm_course import registry
@@ -63,3 +65,43 @@ def test_malformed_entries_are_dropped_not_fatal(home, content):
     (home / "123.json").write_text(content)
     assert registry.entries() == []
     assert not (home / "123.json").exists()
+
+
+def _lookalike() -> subprocess.Popen:
+    """A process that passes every check but the start time: a vLLM-like command line, leading
+    its own process group."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)",
+                             "vllm.entrypoints.openai.api_server"], start_new_session=True)
+
+
+def test_register_records_the_start_time(home):
+    proc = _lookalike()
+    try:
+        server = SimpleNamespace(proc=proc, port=8000, log_path="x.log",
+                                 config=SimpleNamespace(host="127.0.0.1", model="tiny-mistral"),
+                                 effective_args=lambda: {})
+        registry.register(server)
+        entry = json.loads((home / f"{proc.pid}.json").read_text())
+        assert entry["create_time"] == psutil.Process(proc.pid).create_time()
+        assert [e["pid"] for e in registry.entries()] == [proc.pid]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("created", ["later", "missing"])
+def test_a_reused_pid_is_left_alone(home, created):
+    # the pid's process started at another time than the entry's server (or the entry cannot
+    # say): after pid reuse it is someone else's process, even if it looks like a vLLM server
+    proc = _lookalike()
+    try:
+        extra = {} if created == "missing" else {
+            "create_time": psutil.Process(proc.pid).create_time() - 100}
+        (home / f"{proc.pid}.json").write_text(json.dumps(_entry(proc.pid, **extra)))
+        assert registry.entries() == []
+        assert registry.stop(proc.pid) is False
+        time.sleep(0.2)
+        assert proc.poll() is None, "a process with a reused pid was signalled"
+    finally:
+        proc.kill()
+        proc.wait()
