@@ -23,8 +23,16 @@ detect_backend || exit $?
 backend=$BACKEND; why=$BACKEND_WHY
 
 stamp="$backend $(cat pyproject.toml requirements/$backend.txt | sha256sum | cut -c1-16)"
+register_kernel() {   # the chapters ask for this kernel by name; re-registering is harmless
+  "$VENV/bin/python" -m ipykernel install --user --name vllm-course \
+    --display-name "Python (vllm-course)" >/dev/null 2>&1 \
+    && echo "setup: Jupyter kernel 'Python (vllm-course)' runs $VENV/bin/python" \
+    || echo "setup: could not register the Jupyter kernel (the chapters still run with $VENV/bin/jupyter lab)"
+}
+
 if [ -f "$VENV/.course-setup" ] && [ "$(cat "$VENV/.course-setup")" = "$stamp" ]; then
   echo "setup: $VENV is up to date ($backend backend); nothing to do."
+  register_kernel
   "$VENV/bin/vllm-course" doctor --short || true
   exit 0
 fi
@@ -44,6 +52,7 @@ if [ "$backend" = cpu ]; then   # a dependency must not have brought them back
 fi
 echo "setup: building the offline model cards"
 "$VENV/bin/vllm-course" cards build
+register_kernel
 echo "$stamp" > "$VENV/.course-setup"
 echo "setup: done in $(( $(date +%s) - t0 )) s. Check the result with: $VENV/bin/vllm-course doctor"
 "$VENV/bin/vllm-course" doctor --short || true   # summary: vLLM build and version, torch, Python

@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -118,6 +118,11 @@ def load_requests(spec: WorkloadSpec, model: str, endpoint: Endpoint) -> list[wo
     if isinstance(spec, TraceWorkload):
         return trace.load(spec, model, endpoint)
     return workload.load(spec, model, endpoint)
+
+
+PROGRESS: Callable[[str], ProgressFn] | None = None
+"""Makes a progress display for a run by name when :func:`run_experiment` is given none;
+``notebook.setup()`` sets it in a Jupyter kernel, so every run shows its requests in the cell."""
 
 
 def preflight(config: RunConfig, profile_args: Mapping[str, Scalar]) -> list[workload.Request]:
@@ -264,6 +269,8 @@ async def run_experiment(
             or requests are longer than ``max_model_len`` (nothing sent).
     """
     pool = pool or default_pool()
+    if progress is None and PROGRESS is not None:
+        progress = PROGRESS(config.name)
     endpoint = config.load.endpoint
     model = config.server.model
     source = _source(config.workload)

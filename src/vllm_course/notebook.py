@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +57,14 @@ def setup(quiet: bool = False) -> Profile:
     estimate or generic (not measured on this GPU model). Returns the :class:`Profile`.
     """
     profile = env.current_profile()
+    if _in_kernel():
+        from vllm_course import experiment
+        from vllm_course.pool import ServerPool, default_pool
+
+        experiment.PROGRESS = RequestProgress
+        pool = default_pool()
+        if isinstance(pool, ServerPool):   # a CI broker's servers are started elsewhere
+            pool.announce = server_start_notice
     if not quiet:
         version, build = env.vllm_version(), env.vllm_build()
         broker = os.environ.get("VLLM_COURSE_POOL")
@@ -66,8 +78,83 @@ def setup(quiet: bool = False) -> Profile:
                   "cpu-tiny and h200 profiles; directions should hold here, sizes may differ.")
         if version is None:
             raise RuntimeError("vLLM is not installed in this kernel's Python: run `make setup` "
-                               "and pick the .venv kernel")
+                               "and pick the kernel 'Python (vllm-course)'")
     return profile
+
+
+def _in_kernel() -> bool:
+    """Whether this runs in a Jupyter kernel (where a display can be updated in place)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and hasattr(shell, "kernel")
+
+
+class _Line:
+    """One line of a cell's output, replaced in place on each :meth:`show`."""
+
+    def __init__(self) -> None:
+        self._handle = None
+
+    def show(self, text: str) -> None:
+        from IPython.display import display
+
+        bundle = {"text/plain": text}
+        if self._handle is None:
+            self._handle = display(bundle, raw=True, display_id=True)
+        else:
+            self._handle.update(bundle, raw=True)
+
+
+class RequestProgress:
+    """A run's progress in the cell: ``name: [#####.....] 12/48 requests, 3 s``, updated in place
+    at most 4 times a second (a :data:`vllm_course.loadgen.ProgressFn`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._line = _Line()
+        self._t0 = time.monotonic()
+        self._shown = -1.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self._shown < 0.25:
+            return
+        self._shown = now
+        filled = int(20 * done / total) if total else 0
+        self._line.show(f"{self.name}: [{'#' * filled}{'.' * (20 - filled)}] {done}/{total} "
+                        f"requests, {now - self._t0:.0f} s")
+
+
+@contextmanager
+def server_start_notice(server) -> Iterator[None]:
+    """Say in the cell that a vLLM server is starting, with its elapsed time every second, and
+    when it is ready (a :attr:`vllm_course.pool.ServerPool.announce` hook)."""
+    line, t0, done = _Line(), time.monotonic(), threading.Event()
+    flags = " ".join(server.config.argv()) or "default flags"
+    what = f"vLLM server for {server.config.model} ({flags})"
+
+    def tick() -> None:
+        while not done.wait(1.0):
+            line.show(f"starting a {what}: {time.monotonic() - t0:.0f} s "
+                      "(~40-70 s on a 2-core CPU, ~2 min on a GPU)")
+
+    line.show(f"starting a {what} ...")
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        yield
+    except BaseException:
+        done.set()
+        line.show(f"the {what} did not start ({time.monotonic() - t0:.0f} s)")
+        raise
+    done.set()
+    ticker.join()
+    kv = server.facts.kv_cache_tokens
+    line.show(f"{what} ready in {time.monotonic() - t0:.0f} s"
+              + (f", KV cache {kv:,} tokens" if kv else ""))
 
 
 class CheckFailed(AssertionError):

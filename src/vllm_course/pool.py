@@ -11,9 +11,12 @@ closed, at interpreter exit (``atexit``), and a server also dies with the owner 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from vllm_course.config import ServerConfig
@@ -38,6 +41,8 @@ class ServerPool:
         self._servers: dict[str, VLLMServer] = {}
         self._last_used: dict[str, float] = {}
         self._in_use: set[str] = set()
+        self.announce: Callable[[VLLMServer], AbstractContextManager] | None = None
+        """Wraps every server start (``notebook.setup()`` shows the start and its time)."""
         self._lock = threading.RLock()
         self._closed = False
         self._reaper = threading.Thread(target=self._reap_idle, daemon=True)
@@ -66,7 +71,8 @@ class ServerPool:
             if server is None:
                 self._make_room()
                 server = VLLMServer(config, log_path=log_path, profile_args=self.profile_args)
-                server.start()
+                with self.announce(server) if self.announce else contextlib.nullcontext():
+                    server.start()
                 self._servers[key] = server
             self._in_use.add(key)
             self._last_used[key] = time.monotonic()
