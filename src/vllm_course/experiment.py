@@ -269,8 +269,6 @@ async def run_experiment(
             or requests are longer than ``max_model_len`` (nothing sent).
     """
     pool = pool or default_pool()
-    if progress is None and PROGRESS is not None:
-        progress = PROGRESS(config.name)
     endpoint = config.load.endpoint
     model = config.server.model
     source = _source(config.workload)
@@ -293,6 +291,8 @@ async def run_experiment(
             run_dir.rmdir()
         raise
     try:
+        if progress is None and PROGRESS is not None:
+            progress = PROGRESS(config.name)   # made now: its clock must not count the start
         served_len = server.facts.max_model_len
         if served_len is not None and served_len != configured_len:
             check_max_model_len(requests, served_len, endpoint=endpoint, tokenizer=model,
