@@ -22,6 +22,14 @@ from vllm_course.records import RequestRecord
 from vllm_course.workload import Request
 
 ProgressFn = Callable[[int, int], None]
+
+KEEPALIVE_EXPIRY_S = 2.0
+"""Seconds an idle connection stays in the client's pool, shorter than the server's keep-alive
+(vLLM's API server closes an idle connection after ``VLLM_HTTP_TIMEOUT_KEEP_ALIVE`` = 5 s,
+vllm/envs.py). httpx's own default is also 5 s, so a request can be sent on a pooled connection
+just as the server closes it, and fail with ``ReadError``. A CI run had one such ``ReadError``
+(one of 300 requests at 44 req/s, on an overloaded server); this race is the likely cause, not
+a proven one."""
 RecordSink = Callable[[RequestRecord], None]
 
 
@@ -97,7 +105,8 @@ async def run_load(
         A :class:`LoadResult`; failed requests stay in it with ``error`` set.
     """
     cap = load.max_concurrency
-    limits = httpx.Limits(max_connections=cap, max_keepalive_connections=cap)
+    limits = httpx.Limits(max_connections=cap, max_keepalive_connections=cap,
+                          keepalive_expiry=KEEPALIVE_EXPIRY_S)
     timeout = httpx.Timeout(load.timeout_s, connect=30.0)
     if offsets_s is None:
         offsets = schedule(len(requests), load.rate_rps, load.burstiness, load.seed)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import contextlib
 import math
+import re
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -133,7 +136,8 @@ def test_records_in_workload_order_with_scheduled_times(monkeypatch: pytest.Monk
     # the client it built: timeout from the LoadSpec, no connection cap without max_concurrency
     assert made[0]["base_url"] == "http://test"
     assert made[0]["timeout"] == httpx.Timeout(600.0, connect=30.0)
-    assert made[0]["limits"] == httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    assert made[0]["limits"] == httpx.Limits(max_connections=None, max_keepalive_connections=None,
+                                             keepalive_expiry=loadgen.KEEPALIVE_EXPIRY_S)
 
 
 @pytest.mark.parametrize("backend", ["mock", "socket"])
@@ -177,8 +181,20 @@ def test_without_cap_everything_is_in_flight_at_once(monkeypatch: pytest.MonkeyP
 def test_connection_limit_matches_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeSSE(Script(events=completion_stream(["a"])))
     _, made = _run(fake, monkeypatch, _requests(2), LoadSpec(max_concurrency=3, timeout_s=7.5))
-    assert made[0]["limits"] == httpx.Limits(max_connections=3, max_keepalive_connections=3)
+    assert made[0]["limits"] == httpx.Limits(max_connections=3, max_keepalive_connections=3,
+                                             keepalive_expiry=loadgen.KEEPALIVE_EXPIRY_S)
     assert made[0]["timeout"] == httpx.Timeout(7.5, connect=30.0)
+
+
+def test_idle_connections_leave_the_pool_before_the_server_closes_them() -> None:
+    # vLLM's API server closes a connection idle for VLLM_HTTP_TIMEOUT_KEEP_ALIVE seconds; a
+    # pooled connection must expire first, or a request sent on it as it closes gets ReadError
+    spec = importlib.util.find_spec("vllm")
+    assert spec is not None and spec.origin is not None
+    envs = (Path(spec.origin).parent / "envs.py").read_text()
+    default = re.search(r'"VLLM_HTTP_TIMEOUT_KEEP_ALIVE",\s*"(\d+)"', envs)
+    assert default is not None, "vllm/envs.py no longer defines VLLM_HTTP_TIMEOUT_KEEP_ALIVE"
+    assert loadgen.KEEPALIVE_EXPIRY_S < int(default.group(1)) - 1
 
 
 def test_should_stop_marks_unsent_requests_failed(monkeypatch: pytest.MonkeyPatch) -> None:
