@@ -56,19 +56,9 @@ def vllm_build() -> str | None:
 
 
 def gpus() -> list[str]:
-    """Names of NVIDIA GPUs as ``nvidia-smi -L`` lists them (empty without a working driver)."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return []
-    try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [
-        line.split(":", 1)[1].split("(UUID")[0].strip()
-        for line in out.stdout.splitlines()
-        if line.startswith("GPU ")
-    ]
+    """Names of NVIDIA GPUs as ``nvidia-smi`` reports them (empty without a working driver), from
+    :func:`gpu_info`."""
+    return [g.name for g in gpu_info()]
 
 
 @dataclass(frozen=True)

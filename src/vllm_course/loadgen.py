@@ -27,9 +27,9 @@ KEEPALIVE_EXPIRY_S = 2.0
 """Seconds an idle connection stays in the client's pool, shorter than the server's keep-alive
 (vLLM's API server closes an idle connection after ``VLLM_HTTP_TIMEOUT_KEEP_ALIVE`` = 5 s,
 vllm/envs.py). httpx's own default is also 5 s, so a request can be sent on a pooled connection
-just as the server closes it, and fail with ``ReadError``. A CI run had one such ``ReadError``
-(one of 300 requests at 44 req/s, on an overloaded server); this race is the likely cause, not
-a proven one."""
+just as the server closes it, and fail with ``ReadError``. (A CI run had one ``ReadError`` among
+300 requests at 44 req/s on an overloaded server, but that request was sent 3 ms after another
+finished, so it most likely reused a fresh connection: its cause is still unknown.)"""
 RecordSink = Callable[[RequestRecord], None]
 
 
