@@ -43,9 +43,9 @@ from pathlib import Path
 import numpy as np
 
 from vllm_course import env, metrics, models
-from vllm_course.arrivals import schedule
 from vllm_course.config import LoadSpec, ServerConfig, SyntheticWorkload
 from vllm_course.loadgen import run_load
+from vllm_course.loadgen.arrivals import schedule
 from vllm_course.records import RequestRecord
 from vllm_course.server import VLLMServer
 from vllm_course.workload import PromptTokenizer, Request, synthesize, write_jsonl
@@ -137,7 +137,7 @@ NOTES = [
     "Arrivals: both draw Poisson gaps (gamma, shape 1) from the same seed but with different "
     "generators (vLLM: np.random.gamma after np.random.seed; ours: np.random.default_rng), and "
     "vLLM rescales the gaps so the last request is sent at exactly N/rate, ours are not "
-    "rescaled (src/vllm_course/arrivals.py). When the server keeps up, duration ~ last "
+    "rescaled (src/vllm_course/loadgen/arrivals.py). When the server keeps up, duration ~ last "
     "arrival + one request, so request/output/total throughput follow the arrival span, not "
     "the server. vLLM also waits the first gap before its first send (inside its duration), "
     "ours sends the first request at t=0. See 'Scheduled sends' above; with "

@@ -18,7 +18,7 @@ from vllm_course import env
 from vllm_course.config import RunConfig
 from vllm_course.diagnosis import diagnose
 from vllm_course.experiment import run_experiment
-from vllm_course.pool import ServerPool
+from vllm_course.server import ServerPool
 
 
 async def _main(paths: list[str], out: str) -> None:

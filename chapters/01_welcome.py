@@ -75,7 +75,7 @@ profile = nb.setup()
 # available from Python:
 
 # %%
-from vllm_course import doctor
+from vllm_course.env import doctor
 
 report = doctor.diagnose()
 for label, value in report.facts:

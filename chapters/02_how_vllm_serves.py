@@ -99,7 +99,7 @@ OUT = nb.results_root("02_how_vllm_serves")
 
 spec = SyntheticWorkload(num_requests=N, input_len=128, output_len=64, output_len_range=0.9,
                          seed=1)
-requests = workload.load(spec, profile.model, "completions")
+requests = workload.load_requests(spec, profile.model, "completions")
 workload.write_jsonl(requests, OUT / "burst.jsonl")
 print(f"{N} requests, output lengths {min(r.output_len for r in requests)}-"
       f"{max(r.output_len for r in requests)} tokens, {sum(r.output_len for r in requests)} in all")

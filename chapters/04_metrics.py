@@ -339,7 +339,7 @@ import sys
 import textwrap
 
 from vllm_course import models
-from vllm_course.pool import default_pool
+from vllm_course.server import default_pool
 from vllm_course.workload import PromptTokenizer, synthesize
 
 spec = importlib.util.spec_from_file_location(

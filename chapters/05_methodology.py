@@ -85,7 +85,7 @@ OUT = nb.results_root("05_methodology")
 import httpx
 
 from vllm_course import prom
-from vllm_course.pool import default_pool
+from vllm_course.server import default_pool
 
 FRESH = ServerConfig(model=profile.model, args={"enforce-eager": True})
 pool = default_pool()
@@ -174,7 +174,7 @@ print(f"first request: {cold_ttft[0]:.1f} ms on the {'fresh' if fresh else 'reus
 # %%
 import dataclasses
 
-from vllm_course import arrivals
+from vllm_course.loadgen import arrivals
 from vllm_course.workload import PromptTokenizer, synthesize, write_jsonl
 
 N = nb.scaled(full=240, ci=24)

@@ -108,7 +108,7 @@ print(f"tokenizing 40,000 prompt tokens/s takes {40_000 / (len(ids) / min(second
 import httpx
 
 from vllm_course import ServerConfig
-from vllm_course.pool import default_pool
+from vllm_course.server import default_pool
 
 DEFAULT = ServerConfig(model=MODEL)
 pool = default_pool()
@@ -132,7 +132,7 @@ nb.check(served["count"] == tok.prompt_len(text, "completions"),
 import json
 
 from vllm_course import SyntheticWorkload
-from vllm_course import client as course_client
+from vllm_course.loadgen import client as course_client
 from vllm_course import workload as wl
 
 one = wl.synthesize(SyntheticWorkload(num_requests=1, input_len=16, output_len=4, seed=70),
@@ -340,7 +340,7 @@ ax.set_title(f"same requests, same server ({N_SYNC} x 128 in / 32 out)");
 # %% [markdown]
 # ## 6. Is the client keeping up? Self-checks, and a client made slow on purpose
 # The course's load generator measures itself during every run (`result.client`,
-# `vllm_course.selfcheck`, thresholds in `docs/diagnose.md`):
+# `vllm_course.loadgen.selfcheck`, thresholds in `docs/diagnose.md`):
 #
 # - **event-loop lag**: a task sleeps 10 ms over and over and records how late it wakes up; a
 #   late loop reads chunks late, so TTFT and ITL grow by the client's delay;

@@ -183,7 +183,7 @@ plots.plot_timeseries(one)[0].figure.suptitle("short-burst: running pinned at 4,
 import httpx
 
 from vllm_course import prom
-from vllm_course.pool import default_pool
+from vllm_course.server import default_pool
 
 pool = default_pool()
 server = pool.acquire(LIMITS)
@@ -277,7 +277,7 @@ cpu_table
 # ## 4. How the rules decide
 # `diagnose` checks the rules in this order and the first that fires is the diagnosis; the
 # others are listed after it as "also" (thresholds are constants in
-# `vllm_course/diagnosis.py`, documented in `docs/diagnose.md`):
+# `vllm_course/diagnosis/rules.py`, documented in `docs/diagnose.md`):
 #
 # 1. **client saturated** (I/O): client CPU > 0.9 cores, or loop-lag P90 / send-lag P50 > 20 ms
 #    while the client used ≥ 0.5 cores. Checked first: a late client distorts every other number.

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from vllm_course.generators import generate, load_spec
-from vllm_course.prefix import expected_prefix_hit_rate
 from vllm_course.workload import PromptTokenizer, write_jsonl
+from vllm_course.workload.generators import generate, load_spec
+from vllm_course.workload.prefix import expected_prefix_hit_rate
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = ("cpu", "gpu")

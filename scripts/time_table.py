@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = ROOT / ".ci" / "budget.toml"

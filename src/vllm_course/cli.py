@@ -73,7 +73,7 @@ def cards_build() -> None:
 )
 def doctor(short: bool) -> None:
     """Show versions, hardware and the profile; exit 1 if the course cannot run here."""
-    from vllm_course.doctor import diagnose
+    from vllm_course.env.doctor import diagnose
 
     report = diagnose()
     if short:
@@ -119,11 +119,11 @@ def _check_server(server) -> None:
     Raises:
         BadInput: naming the flag, and the closest real ones or what the value must be.
     """
-    from vllm_course import env
     from vllm_course.config import ServerConfig
+    from vllm_course.env import machine
     from vllm_course.server import ServerError, check_flags, check_values
 
-    args = {**env.current_profile().server_args, **server.args}
+    args = {**machine.current_profile().server_args, **server.args}
     try:
         check_flags(ServerConfig(args=args).argv())
         check_values(args)
@@ -144,18 +144,17 @@ def _execute(config, results_root: str) -> None:
         TimeRemainingColumn,
     )
 
-    from vllm_course import env
+    from vllm_course.env import machine
     from vllm_course.experiment import preflight, run_experiment
-    from vllm_course.pool import ServerPool
-    from vllm_course.server import ServerError
+    from vllm_course.server import ServerError, ServerPool
     from vllm_course.workload import WorkloadError
 
     console = Console(stderr=True)
-    profile = env.current_profile()
+    profile = machine.current_profile()
     pool = ServerPool(max_live=1, profile_args=profile.server_args)
     console.print(
         f"[bold]vllm-course[/]: profile {profile.name} ({profile.description}); "
-        f"vLLM {env.vllm_version()} ({env.vllm_build()} build)"
+        f"vLLM {machine.vllm_version()} ({machine.vllm_build()} build)"
     )
     progress = Progress(
         TextColumn("{task.description}"),
@@ -253,10 +252,10 @@ def run(config_path: str, results_root: str) -> None:
               help="Use only the first N requests.")
 def demo(results_root: str, num_requests: int | None) -> None:
     """The course in one command: a real vLLM server, the bundled workload, a report and a plot."""
-    from vllm_course import env
     from vllm_course.config import SLO, FileWorkload, LoadSpec, RunConfig, ServerConfig
+    from vllm_course.env import machine
 
-    profile = env.current_profile()
+    profile = machine.current_profile()
     d = profile.demo
     dataset = REPO_ROOT / "datasets" / d.dataset
     config = RunConfig(
@@ -305,7 +304,7 @@ def servers_list() -> None:
     """Show running servers, their owner and port."""
     import time
 
-    from vllm_course import registry
+    from vllm_course.server import registry
 
     rows = registry.entries()
     if not rows:
@@ -324,7 +323,7 @@ def servers_list() -> None:
 @click.option("--all", "stop_all", is_flag=True, help="Stop every listed server.")
 def servers_stop(pids: tuple[int, ...], stop_all: bool) -> None:
     """Stop servers by pid (from `servers list`), or all of them with --all."""
-    from vllm_course import registry
+    from vllm_course.server import registry
 
     if not pids and not stop_all:
         raise click.UsageError("give server pids or --all")
@@ -437,8 +436,8 @@ def workload_synth(
 )
 def workload_describe(file, fmt, endpoint, model, block_size, png) -> None:
     """Counts, length percentiles, prefix sharing and arrival rate of a request set or trace."""
-    from vllm_course.describe import describe_file, save_histogram_png
     from vllm_course.workload import WorkloadError
+    from vllm_course.workload.stats import describe_file, save_histogram_png
 
     try:
         stats = describe_file(
@@ -468,8 +467,8 @@ def workload_describe(file, fmt, endpoint, model, block_size, png) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
 def workload_generate(spec_path: str, size: str | None, output: str) -> None:
     """Generate a request set from a spec; the same arguments give the same file byte for byte."""
-    from vllm_course.generators import generate, load_spec
     from vllm_course.workload import PromptTokenizer, write_jsonl
+    from vllm_course.workload.generators import generate, load_spec
 
     try:
         spec = load_spec(spec_path, size)

@@ -109,7 +109,7 @@ class FileWorkload(_Frozen):
 
 
 class TraceWorkload(_Frozen):
-    """Requests imported from a public-trace file (see :mod:`vllm_course.trace`).
+    """Requests imported from a public-trace file (see :mod:`vllm_course.workload.trace`).
 
     Attributes:
         path: the trace file.

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from vllm_course import env, metrics, plots, trace, workload
-from vllm_course.client import ChunkHook
+from vllm_course import metrics, plots, workload
 from vllm_course.config import (
     Endpoint,
     FileWorkload,
@@ -25,14 +24,16 @@ from vllm_course.config import (
     TraceWorkload,
     WorkloadSpec,
 )
+from vllm_course.env import machine
+from vllm_course.env.telemetry import Telemetry
 from vllm_course.loadgen import ProgressFn, run_load, warm_up
-from vllm_course.pool import ServerPool, default_pool
+from vllm_course.loadgen.client import ChunkHook
+from vllm_course.loadgen.selfcheck import ClientChecks, LoopLagMonitor, client_checks
 from vllm_course.prom import Sampler, ServerMetrics
 from vllm_course.records import RequestRecord
 from vllm_course.results import TTFT_GAP_MS, Checks, RunResult
-from vllm_course.selfcheck import ClientChecks, LoopLagMonitor, client_checks
-from vllm_course.server import ServerError, VLLMServer, reset_prefix_cache
-from vllm_course.telemetry import Telemetry
+from vllm_course.server import ServerError, ServerPool, VLLMServer, default_pool
+from vllm_course.server.process import reset_prefix_cache
 from vllm_course.workload import WorkloadError
 
 
@@ -109,17 +110,6 @@ def cross_checks(
     )
 
 
-def load_requests(spec: WorkloadSpec, model: str, endpoint: Endpoint) -> list[workload.Request]:
-    """The requests of any workload kind: synthetic, a JSONL file, or a trace (``kind: trace``).
-
-    Raises:
-        WorkloadError: the workload could not be read or built (naming ``path:line``).
-    """
-    if isinstance(spec, TraceWorkload):
-        return trace.load(spec, model, endpoint)
-    return workload.load(spec, model, endpoint)
-
-
 PROGRESS: Callable[[str], ProgressFn] | None = None
 """Makes a progress display for a run by name when :func:`run_experiment` is given none;
 ``notebook.setup()`` sets it in a Jupyter kernel, so every run shows its requests in the cell."""
@@ -138,7 +128,7 @@ def preflight(config: RunConfig, profile_args: Mapping[str, Scalar]) -> list[wor
             long (nothing started, nothing sent).
     """
     endpoint, model, source = config.load.endpoint, config.server.model, _source(config.workload)
-    requests = load_requests(config.workload, model, endpoint)
+    requests = workload.load_requests(config.workload, model, endpoint)
     send_offsets(requests, config.arrivals, source)
     configured_len = max_model_len_from_args({**profile_args, **config.server.args})
     if configured_len is not None:
@@ -219,7 +209,7 @@ def check_max_model_len(
         WorkloadError: naming how many requests are too long, the first few (1-based), and the
             limit.
     """
-    from vllm_course.describe import prompt_lengths
+    from vllm_course.workload.stats import prompt_lengths
 
     lengths = prompt_lengths(requests, endpoint, tokenizer)
     too_long = [
@@ -260,7 +250,7 @@ async def run_experiment(
 
     While the run goes on, ``/metrics`` and hardware telemetry are sampled every
     ``sample_interval_s`` seconds (``timeseries.json``) and the client checks itself (event-loop
-    lag, send lag, CPU; :mod:`vllm_course.selfcheck`). ``on_chunk`` is called with a request's
+    lag, send lag, CPU; :mod:`vllm_course.loadgen.selfcheck`). ``on_chunk`` is called with a request's
     record after each token-carrying chunk (it runs on the timing event loop: keep it cheap).
 
     Raises:
@@ -385,7 +375,7 @@ async def _measure(
         startup=vars(server.facts).copy(),
         checks=cross_checks(records, server_metrics, client),
         client=client,
-        env=env.facts(),
+        env=machine.facts(),
         vllm_bench_keys=summary.to_vllm_keys() if summary else {},
         stopped_early=result.stopped_early,
         path=str(run_dir),

@@ -8,7 +8,7 @@ A chapter starts with::
 
 scales its workloads with ``nb.scaled(full=400, ci=60)`` (``COURSE_SIZE=ci`` in CI), runs real
 experiments with ``await run_experiment(...)`` (servers come from the kernel's pool, or from the
-CI job's broker when ``VLLM_COURSE_POOL`` is set: see :mod:`vllm_course.broker`), and states each
+CI job's broker when ``VLLM_COURSE_POOL`` is set: see :mod:`vllm_course.server.broker`), and states each
 claim of "what you should see" as ``nb.check(condition, "claim", evidence)``: a chapter that runs
 but shows nonsense fails in CI.
 """
@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from vllm_course import env
-from vllm_course.profile import Profile
+from vllm_course.env import machine
+from vllm_course.env.profile import Profile
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REFERENCE_DIR = REPO_ROOT / "reference"
@@ -56,17 +56,17 @@ def setup(quiet: bool = False) -> Profile:
     whether servers come from this kernel or from a CI broker; a second when the profile is an
     estimate or generic (not measured on this GPU model). Returns the :class:`Profile`.
     """
-    profile = env.current_profile()
+    profile = machine.current_profile()
     if _in_kernel():
         from vllm_course import experiment
-        from vllm_course.pool import ServerPool, default_pool
+        from vllm_course.server import ServerPool, default_pool
 
         experiment.PROGRESS = RequestProgress
         pool = default_pool()
         if isinstance(pool, ServerPool):   # a CI broker's servers are started elsewhere
             pool.announce = server_start_notice
     if not quiet:
-        version, build = env.vllm_version(), env.vllm_build()
+        version, build = machine.vllm_version(), machine.vllm_build()
         broker = os.environ.get("VLLM_COURSE_POOL")
         print(
             f"profile {profile.name} ({profile.device}), model {profile.model}, "
@@ -131,7 +131,7 @@ class RequestProgress:
 @contextmanager
 def server_start_notice(server) -> Iterator[None]:
     """Say in the cell that a vLLM server is starting, with its elapsed time every second, and
-    when it is ready (a :attr:`vllm_course.pool.ServerPool.announce` hook)."""
+    when it is ready (a :attr:`vllm_course.server.ServerPool.announce` hook)."""
     line, t0, done = _Line(), time.monotonic(), threading.Event()
     flags = " ".join(server.config.argv()) or "default flags"
     what = f"vLLM server for {server.config.model} ({flags})"

@@ -19,10 +19,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from vllm_course.config import RunConfig
+from vllm_course.loadgen.selfcheck import ClientChecks
 from vllm_course.metrics import RunSummary
 from vllm_course.prom import ServerMetrics, TimeSeries
 from vllm_course.records import RequestRecord
-from vllm_course.selfcheck import ClientChecks
 
 SCHEMA_VERSION = 1
 
@@ -214,14 +214,9 @@ class RunResult(BaseModel):
         return rows
 
     def _repr_html_(self) -> str:
+        # only the run's own numbers: the diagnosis of a run is diagnose(result), which renders
+        # itself too (results sit below diagnosis, which reads them)
         rows = self.compact()
-        if self.path is not None and self.summary is not None:
-            from vllm_course.diagnosis import diagnose
-
-            try:
-                rows.append(("diagnosis", diagnose(self).primary.title))
-            except (OSError, ValueError):
-                pass
         head = "".join(f"<th>{html.escape(k)}</th>" for k, _ in rows)
         cells = "".join(f"<td>{html.escape(v)}</td>" for _, v in rows)
         return (f"<b>Run {html.escape(self.name)}</b> <small>{html.escape(self.path or '')}</small>"

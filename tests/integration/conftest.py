@@ -11,9 +11,9 @@ import os
 import psutil
 import pytest
 
-from vllm_course import env, registry
+from vllm_course import env
 from vllm_course.config import ServerConfig
-from vllm_course.pool import ServerPool
+from vllm_course.server import ServerPool, registry
 
 # Every server here runs --enforce-eager: no test is about torch.compile, and on a 2-core CPU an
 # eager server answers /health much sooner: it skips torch.compile's ~20 s warm-up

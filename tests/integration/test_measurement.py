@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from conftest import DEFAULT
+from conftest import INTERVAL4_NO_PREFIX as INTERVAL4
 
 from vllm_course import metrics
-from vllm_course.config import SLO, LoadSpec, RunConfig, ServerConfig, SyntheticWorkload
+from vllm_course.config import SLO, LoadSpec, RunConfig, SyntheticWorkload
 from vllm_course.experiment import run_experiment
-
-from conftest import DEFAULT, INTERVAL4_NO_PREFIX as INTERVAL4
 
 
 def _run(pool, tmp_path, server, endpoint, n=24, isl=96, osl=24, rate=float("inf"), **load):

@@ -9,9 +9,8 @@ import time
 
 import pytest
 
-from vllm_course import registry
 from vllm_course.config import ServerConfig
-from vllm_course.server import ServerError, UnknownFlagError, VLLMServer
+from vllm_course.server import ServerError, UnknownFlagError, VLLMServer, registry
 
 
 def test_misspelled_flag_fails_before_launch(tmp_path):
@@ -48,7 +47,7 @@ def test_unknown_hub_model_is_named_as_the_cause(tmp_path):
 OWNER = """
 import sys, time
 from vllm_course.config import ServerConfig
-from vllm_course.pool import ServerPool
+from vllm_course.server import ServerPool
 pool = ServerPool(max_live=1, profile_args={"kv-cache-memory-bytes": 1 << 28})
 pool.acquire(ServerConfig(args={"enforce-eager": True}), log_path=sys.argv[1])
 time.sleep(600)

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 from conftest import DEFAULT, INTERVAL4_NO_PREFIX  # noqa: E402  (shared servers)
 
-from vllm_course import prefix, trace
 from vllm_course.config import FileWorkload, LoadSpec, RunConfig, TraceWorkload
 from vllm_course.experiment import run_experiment
-from vllm_course.selfcheck import held_by_stall
-from vllm_course.workload import PromptTokenizer, Request, read_jsonl, write_jsonl
+from vllm_course.loadgen.selfcheck import held_by_stall
+from vllm_course.workload import PromptTokenizer, Request, prefix, read_jsonl, trace, write_jsonl
 
 
 def _run_file(pool, tmp_path, requests, endpoint, server=DEFAULT, name="wl"):

@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from vllm_course import env
-from vllm_course.broker import ENV_VAR, PoolBroker
-from vllm_course.pool import ServerPool
+from vllm_course.server import ServerPool
+from vllm_course.server.broker import ENV_VAR, PoolBroker
 
 
 def pytest_collection_modifyitems(items):

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 import time
-import tomllib
 from pathlib import Path
 
 import nbformat
 import pytest
+import tomllib
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 

@@ -17,11 +17,11 @@ from types import SimpleNamespace
 
 from vllm_course import env, experiment, metrics, server
 from vllm_course.config import RunConfig, ServerConfig
+from vllm_course.loadgen.selfcheck import ClientChecks
 from vllm_course.metrics import Dist
 from vllm_course.prom import ServerMetrics
 from vllm_course.records import RequestRecord
 from vllm_course.results import RunResult
-from vllm_course.selfcheck import ClientChecks
 
 Model = Callable[[RunConfig], list[tuple[float, float]]]
 

@@ -1,4 +1,4 @@
-"""``vllm_course.arrivals``: send-time schedules."""
+"""``vllm_course.loadgen.arrivals``: send-time schedules."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from vllm_course.arrivals import achieved_rate, schedule
+from vllm_course.loadgen.arrivals import achieved_rate, schedule
 
 
 def test_zero_requests() -> None:

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from vllm_course import server
 from vllm_course.cli import main
-from vllm_course.server import ServerError, check_values
+from vllm_course.server import ServerError, check_values, flags
 
 FLAGS = ["--dtype", "--enforce-eager", "--no-enforce-eager", "--gpu-memory-utilization",
          "--kv-cache-memory-bytes", "--max-model-len", "--max-num-batched-tokens",
@@ -126,8 +126,8 @@ def bad_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)   # `--results` defaults to ./results
     monkeypatch.setenv("VLLM_COURSE_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("PROFILE", raising=False)
-    monkeypatch.setattr(server, "known_flags", lambda: FLAGS)
-    monkeypatch.setattr(server, "flag_kinds", lambda: KINDS)
+    monkeypatch.setattr(flags, "known_flags", lambda: FLAGS)
+    monkeypatch.setattr(flags, "flag_kinds", lambda: KINDS)
 
     def no_start(*args, **kwargs):
         raise AssertionError("a bad input must not start a server")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from vllm_course import pool as pool_module
-from vllm_course.broker import ENV_VAR, PoolBroker, RemotePool, RemoteServer
+from vllm_course import server as pool_module
 from vllm_course.config import ServerConfig
 from vllm_course.server import ServerError, StartupFacts
+from vllm_course.server.broker import ENV_VAR, PoolBroker, RemotePool, RemoteServer
 
 
 class _Proc:

@@ -11,7 +11,6 @@ import sys
 import fake_runs
 import pytest
 
-from vllm_course import env
 from vllm_course.config import (
     SLO,
     FileWorkload,
@@ -20,6 +19,7 @@ from vllm_course.config import (
     ServerConfig,
     SyntheticWorkload,
 )
+from vllm_course.env import machine as env
 from vllm_course.tuning import cache as cache_mod
 from vllm_course.tuning.cache import ResultCache, cache_key, key_material, open_cache, run_cached
 

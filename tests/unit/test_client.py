@@ -1,4 +1,4 @@
-"""``vllm_course.client``: one streamed request folded into a RequestRecord, against fake SSE."""
+"""``vllm_course.loadgen.client``: one streamed request folded into a RequestRecord, against fake SSE."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from fake_sse import (
     http_error,
 )
 
-from vllm_course.client import PATHS, request_body, send
+from vllm_course.loadgen.client import PATHS, request_body, send
 from vllm_course.records import RequestRecord
 from vllm_course.workload import Request
 

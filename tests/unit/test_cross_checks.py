@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from vllm_course.experiment import cross_checks
+from vllm_course.loadgen.selfcheck import client_checks
 from vllm_course.prom import HistogramStats, ServerMetrics
 from vllm_course.records import RequestRecord
 from vllm_course.results import TTFT_GAP_MS
-from vllm_course.selfcheck import client_checks
 
 
 def _rec(i: int, ttft_s: float, *, sent_s: float = 1.0, warmup: bool = False,

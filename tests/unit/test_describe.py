@@ -1,4 +1,4 @@
-"""``vllm_course.describe`` and ``vllm-course workload describe`` on tiny files (no server)."""
+"""``vllm_course.workload.stats`` and ``vllm-course workload describe`` on tiny files (no server)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from vllm_course import prefix, trace
 from vllm_course.cli import main
-from vllm_course.describe import (
+from vllm_course.workload import PromptTokenizer, Request, prefix, trace, write_jsonl
+from vllm_course.workload.stats import (
     WorkloadStats,
     describe_file,
     describe_requests,
@@ -20,7 +20,6 @@ from vllm_course.describe import (
     prompt_lengths,
     save_histogram_png,
 )
-from vllm_course.workload import PromptTokenizer, Request, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -95,7 +94,7 @@ def test_describe_mooncake_trace_matches_the_built_prompts(tok: PromptTokenizer)
     rows = trace.read_rows(path)
     assert stats.prompt_lens == [r.input_len for r in rows]
     assert stats.timestamps_s[0] == 0.0 and stats.timestamps_s[-1] == pytest.approx(11.625)
-    # the hash-id shortcut gives what vllm_course.prefix computes on the real token ids
+    # the hash-id shortcut gives what vllm_course.workload.prefix computes on the real token ids
     ids = [r.prompt for r in trace.import_trace(path, tok)]
     shared, cached = hash_id_prefix(rows)
     assert cached == prefix.cached_tokens(ids)

@@ -20,11 +20,11 @@ from vllm_course import metrics
 from vllm_course.cli import main
 from vllm_course.config import SLO, LoadSpec, RunConfig
 from vllm_course.diagnosis import Diagnosis, Finding, diagnose
+from vllm_course.loadgen.selfcheck import ClientChecks, client_checks
 from vllm_course.metrics import Dist
 from vllm_course.prom import HistogramStats, ServerMetrics, TimePoint, TimeSeries
 from vllm_course.records import RequestRecord
 from vllm_course.results import Checks, RunResult
-from vllm_course.selfcheck import ClientChecks, client_checks
 
 STARTUP = {
     "max_num_seqs": 8,

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from vllm_course import doctor, env
 from vllm_course.cli import main
+from vllm_course.env import doctor
+from vllm_course.env import machine as env
 
 
 def _vllm_version_from_file() -> str:

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from vllm_course.cli import main
-from vllm_course.generators import GeneratorSpec, _split, generate, load_spec
 from vllm_course.workload import PromptTokenizer, WorkloadError
+from vllm_course.workload.generators import GeneratorSpec, _split, generate, load_spec
 
 P = 48  # shared prefix tokens
 
@@ -130,7 +130,7 @@ def test_multi_turn_history_grows_turn_by_turn(tok, chats):
 
 
 def test_multi_turn_prefix_hits_from_history(tok, chats):
-    from vllm_course.prefix import expected_prefix_hit_rate
+    from vllm_course.workload.prefix import expected_prefix_hit_rate
 
     stats = expected_prefix_hit_rate(chats, tok, "chat")
     assert stats.hit_rate > 0.2 and stats.sharing_ratio >= stats.hit_rate

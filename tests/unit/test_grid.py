@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from vllm_course.config import SLO, LoadSpec, ServerConfig, SyntheticWorkload
 from vllm_course.tuning.grid import SweepResult, SweepSpec, plan, sweep
 from vllm_course.tuning.points import estimate_point_s, estimate_start_s
-from vllm_course.tuning.progress import Eta, Step
+from vllm_course.tuning.progress import Eta
 
 REPO = Path(__file__).resolve().parents[2]
 SERVERS = {"base": ServerConfig(), "eight": ServerConfig(args={"max-num-seqs": 8}),

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from vllm_course.lengths import Empirical, Fixed, LengthDist, LogNormal, Normal, Uniform
+from vllm_course.workload.lengths import Empirical, Fixed, LengthDist, LogNormal, Normal, Uniform
 
 N = 50_000
 ADAPTER = TypeAdapter(LengthDist)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import contextlib
+import importlib.util
 import math
 import re
 import time
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from fake_sse import Delay, Drop, FakeSSE, Script, completion_stream, http_error
 
-from vllm_course import loadgen
-from vllm_course.arrivals import schedule
 from vllm_course.config import LoadSpec
 from vllm_course.loadgen import LoadResult, run_load
+from vllm_course.loadgen import runner as loadgen
+from vllm_course.loadgen.arrivals import schedule
+from vllm_course.loadgen.selfcheck import LoopLagMonitor, held_by_stall
 from vllm_course.records import RequestRecord
-from vllm_course.selfcheck import LoopLagMonitor, held_by_stall
 from vllm_course.workload import Request
 
 
@@ -450,7 +450,7 @@ def test_interrupted_run_hands_every_record_to_the_sink(monkeypatch: pytest.Monk
 def test_dispatched_s_separates_send_lag_from_slot_wait(
     monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
-    from vllm_course.selfcheck import client_checks
+    from vllm_course.loadgen.selfcheck import client_checks
 
     # one slot, four requests due at t=0, each ~0.05 s long
     fake = FakeSSE(Script(events=completion_stream(["a", "b"], delay_s=0.025)))

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from vllm_course import notebook, pool
+from vllm_course import notebook
 from vllm_course.config import ServerConfig
+from vllm_course.server import pool
 
 
 class FakeDisplay:

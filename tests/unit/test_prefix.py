@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vllm_course.prefix import (
+from vllm_course.workload.prefix import (
     PrefixStats,
     cached_tokens,
     expected_prefix_hit_rate,

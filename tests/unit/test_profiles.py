@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from vllm_course import doctor, env
 from vllm_course.cli import main
-from vllm_course.profile import load_profile, profile_names
+from vllm_course.env import doctor
+from vllm_course.env import machine as env
+from vllm_course.env.profile import load_profile, profile_names
 
 # `nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits` (env.GPU_QUERY) as
 # these GPUs answer it: product names and memory (MiB, less than the marketing GB) as the driver

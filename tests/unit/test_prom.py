@@ -10,7 +10,6 @@ import time
 import httpx
 import pytest
 
-from vllm_course import prom
 from vllm_course.prom import (
     HistogramStats,
     ServerMetrics,
@@ -19,6 +18,7 @@ from vllm_course.prom import (
     scrape,
     summarize_window,
 )
+from vllm_course.prom import scrape as prom
 
 
 @pytest.fixture(autouse=True)

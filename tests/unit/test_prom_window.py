@@ -11,23 +11,24 @@ import types
 import pytest
 from fake_sse import FakeSSE, Script
 
-from vllm_course import prom
 from vllm_course.prom import (
     Sampler,
     Snapshot,
     TimePoint,
     TimeSeries,
     parse,
+    scrape,
     summarize_window,
     time_series,
 )
+from vllm_course.prom import window as prom
 
 INF = math.inf
 
 
 @pytest.fixture(autouse=True)
 def _fresh_deprecation_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(prom, "_warned", set())
+    monkeypatch.setattr(scrape, "_warned", set())
 
 
 def _hist(name: str, buckets: dict[float, float], total: float) -> list[str]:

@@ -9,10 +9,10 @@ import pytest
 
 from vllm_course import metrics
 from vllm_course.config import SLO, LoadSpec, RunConfig
+from vllm_course.loadgen.selfcheck import client_checks
 from vllm_course.prom import ServerMetrics
 from vllm_course.records import RequestRecord
 from vllm_course.results import SCHEMA_VERSION, Checks, RunResult, read_records
-from vllm_course.selfcheck import client_checks
 
 
 def _record(index: int, ttft: float, gap: float, n: int = 3, **kw) -> RequestRecord:

@@ -6,12 +6,11 @@ import json
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 import psutil
 import pytest
 
-from vllm_course import registry
+from vllm_course.server import registry
 
 
 @pytest.fixture
@@ -77,10 +76,8 @@ def _lookalike() -> subprocess.Popen:
 def test_register_records_the_start_time(home):
     proc = _lookalike()
     try:
-        server = SimpleNamespace(proc=proc, port=8000, log_path="x.log",
-                                 config=SimpleNamespace(host="127.0.0.1", model="tiny-mistral"),
-                                 effective_args=lambda: {})
-        registry.register(server)
+        registry.register(proc.pid, host="127.0.0.1", port=8000, model="tiny-mistral",
+                          log_path="x.log", args={})
         entry = json.loads((home / f"{proc.pid}.json").read_text())
         assert entry["create_time"] == psutil.Process(proc.pid).create_time()
         assert [e["pid"] for e in registry.entries()] == [proc.pid]

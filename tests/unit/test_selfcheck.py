@@ -1,4 +1,4 @@
-"""``vllm_course.selfcheck``: event-loop lag, client CPU, send lag vs slot wait, the verdict."""
+"""``vllm_course.loadgen.selfcheck``: event-loop lag, client CPU, send lag vs slot wait, the verdict."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import time
 
 import pytest
 
-from vllm_course.metrics import Dist
-from vllm_course.records import RequestRecord
-from vllm_course.selfcheck import (
+from vllm_course.loadgen.selfcheck import (
     CLIENT_BUSY_CORES,
     CLIENT_CPU_CORES,
     LAG_PROBE_S,
@@ -24,6 +22,8 @@ from vllm_course.selfcheck import (
     held_by_stall,
     judge,
 )
+from vllm_course.metrics import Dist
+from vllm_course.records import RequestRecord
 
 # -- LoopLagMonitor -------------------------------------------------------------------------
 

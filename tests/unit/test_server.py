@@ -10,19 +10,22 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from vllm_course import env, server
+from vllm_course import server
 from vllm_course.config import ServerConfig
+from vllm_course.env import machine as env
 from vllm_course.server import (
     ServerError,
     StartupFacts,
     UnknownFlagError,
     VLLMServer,
     check_flags,
-    flag_kinds,
     classify_failure,
     default_max_num_seqs,
+    flag_kinds,
+    flags,
     known_flags,
     parse_startup_log,
+    process,
 )
 
 FLAGS = sorted(
@@ -564,7 +567,7 @@ def test_start_with_a_missing_model_path_launches_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(env, "vllm_build", lambda: "cuda")
-    monkeypatch.setattr(server, "known_flags", lambda: FLAGS)
+    monkeypatch.setattr(flags, "known_flags", lambda: FLAGS)
 
     def no_launch(*args, **kwargs):
         raise AssertionError("nothing may be launched")
@@ -586,7 +589,7 @@ def test_start_checks_flags_before_anything_else(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixed_version: str
 ) -> None:
     monkeypatch.setattr(env, "vllm_build", lambda: "cuda")
-    monkeypatch.setattr(server, "known_flags", lambda: FLAGS)
+    monkeypatch.setattr(flags, "known_flags", lambda: FLAGS)
     monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: pytest.fail("launched"))
     srv = VLLMServer(ServerConfig(args={"max_num_seq": 2}), log_path=tmp_path / "s.log")
     with pytest.raises(UnknownFlagError, match="did you mean --max-num-seqs"):
@@ -640,10 +643,10 @@ def _reset_with(monkeypatch, answers, wait_s=2.0):
         return httpx.Response(status, content=body)
 
     real = httpx.AsyncClient
-    monkeypatch.setattr(server.httpx, "AsyncClient",
+    monkeypatch.setattr(process.httpx, "AsyncClient",
                         lambda **kw: real(transport=httpx.MockTransport(handler), **kw))
     monkeypatch.setattr("asyncio.sleep", _no_sleep)
-    asyncio.run(server.reset_prefix_cache("http://127.0.0.1:9", wait_s=wait_s))
+    asyncio.run(process.reset_prefix_cache("http://127.0.0.1:9", wait_s=wait_s))
     return len(calls)
 
 

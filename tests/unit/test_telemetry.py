@@ -1,4 +1,4 @@
-"""``vllm_course.telemetry``: a process tree's CPU use, and NVML readings through a fake pynvml."""
+"""``vllm_course.env.telemetry``: a process tree's CPU use, and NVML readings through a fake pynvml."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vllm_course.telemetry import NVML, ProcessCPU, Telemetry
+from vllm_course.env.telemetry import NVML, ProcessCPU, Telemetry
 
 
 @pytest.fixture

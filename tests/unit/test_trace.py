@@ -1,4 +1,4 @@
-"""``vllm_course.trace``: Azure CSV and Mooncake JSONL traces into requests (no server)."""
+"""``vllm_course.workload.trace``: Azure CSV and Mooncake JSONL traces into requests (no server)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from vllm_course import trace
 from vllm_course.config import LoadSpec, RunConfig, TraceWorkload
-from vllm_course.trace import TraceRow, import_trace, parse_timestamp, read_rows, select
-from vllm_course.workload import PromptTokenizer, Request, WorkloadError
+from vllm_course.workload import PromptTokenizer, Request, WorkloadError, trace
+from vllm_course.workload.trace import TraceRow, import_trace, parse_timestamp, read_rows, select
 
 REPO = Path(__file__).resolve().parents[2]
 BLOCK = 16  # small blocks keep the Mooncake samples short

@@ -18,7 +18,13 @@ from vllm_course.experiment import (
     send_offsets,
 )
 from vllm_course.server import StartupFacts
-from vllm_course.workload import PromptTokenizer, Request, WorkloadError, read_jsonl
+from vllm_course.workload import (
+    PromptTokenizer,
+    Request,
+    WorkloadError,
+    load_requests,
+    read_jsonl,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -107,7 +113,7 @@ def test_jsonl_with_timestamps_replays(tmp_path: Path) -> None:
     config = RunConfig(
         workload=FileWorkload(path=_write(tmp_path, *lines)), load=LoadSpec(arrivals="trace")
     )
-    reqs = experiment.load_requests(config.workload, "tiny-mistral", "completions")
+    reqs = load_requests(config.workload, "tiny-mistral", "completions")
     assert send_offsets(reqs, config.arrivals) == [0.0, 0.5, 3.0]
 
 

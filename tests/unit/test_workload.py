@@ -141,12 +141,14 @@ def test_request_to_json() -> None:
 
 def test_load_file_workload(tmp_path: Path) -> None:
     path = _write(tmp_path, GOOD, '{"prompt_token_ids": [1, 2], "output_len": 3}', GOOD)
-    got = workload.load(FileWorkload(path=path, num_requests=2), "tiny-mistral", "completions")
+    got = workload.load_requests(FileWorkload(path=path, num_requests=2), "tiny-mistral",
+                                 "completions")
     assert got == [Request("hi", 4), Request((1, 2), 3)]
     with pytest.raises(WorkloadError, match=r"1 token-id prompt\(s\) \(first: request 2\) only work with the completions"):
-        workload.load(FileWorkload(path=path), "tiny-mistral", "chat")
+        workload.load_requests(FileWorkload(path=path), "tiny-mistral", "chat")
     only_text = _write(tmp_path, GOOD)
-    assert workload.load(FileWorkload(path=only_text), "tiny-mistral", "chat") == [Request("hi", 4)]
+    only = workload.load_requests(FileWorkload(path=only_text), "tiny-mistral", "chat")
+    assert only == [Request("hi", 4)]
 
 
 # -- tokenizer and synthetic prompts (real offline tokenizer) -------------------------------

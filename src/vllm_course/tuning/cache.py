@@ -37,11 +37,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vllm_course import env, models
+from vllm_course import models
 from vllm_course.config import FileWorkload, RunConfig, Scalar, ServerConfig, TraceWorkload
+from vllm_course.env import machine
 from vllm_course.loadgen import ProgressFn
-from vllm_course.pool import ServerPool
 from vllm_course.results import RunResult
+from vllm_course.server import ServerPool
 
 KEY_SCHEMA = 1
 """Part of every key. The key holds no version of this course's own measuring code: bump this
@@ -142,8 +143,8 @@ def key_material(config: RunConfig, profile_args: Mapping[str, Scalar]) -> dict[
         "model": model_identity(config.server.model),
         "workload": workload,
         "load": _json(config.load),
-        "vllm": {"version": env.vllm_version(), "build": env.vllm_build()},
-        "hardware": env.hardware(),
+        "vllm": {"version": machine.vllm_version(), "build": machine.vllm_build()},
+        "hardware": machine.hardware(),
     }
 
 

@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from vllm_course import plots
 from vllm_course.config import RunConfig
-from vllm_course.pool import ServerPool
 from vllm_course.results import RunResult
+from vllm_course.server import ServerPool
 from vllm_course.tuning import stats
 from vllm_course.tuning.cache import ResultCache, open_cache, prefix_warning, run_cached
 from vllm_course.tuning.points import (

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from vllm_course import env, plots
+from vllm_course import plots
 from vllm_course.config import RunConfig, SyntheticWorkload
-from vllm_course.pool import ServerPool
+from vllm_course.env import machine
 from vllm_course.results import RunResult
-from vllm_course.server import ServerError, UnknownFlagError
+from vllm_course.server import ServerError, ServerPool, UnknownFlagError
 from vllm_course.tuning.cache import ResultCache, open_cache, prefix_warning, run_cached
 from vllm_course.tuning.points import (
     Plan,
@@ -240,7 +240,7 @@ def plan(
     """What :func:`sweep` would do now: server starts, points, cached points, a rough time.
     Reads the cache only (never imports vLLM, starts nothing)."""
     store = open_cache(cache, results_root)
-    profile_args = pool.profile_args if pool is not None else env.current_profile().server_args
+    profile_args = pool.profile_args if pool is not None else machine.current_profile().server_args
     configs = [(label, spec.point_config(label, level))
                for label in spec.servers for level in spec.levels]
     cached = [store.has(c, profile_args) if store else False for _, c in configs]

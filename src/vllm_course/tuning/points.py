@@ -12,10 +12,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from vllm_course import env, plots
+from vllm_course import plots
 from vllm_course.config import RunConfig, ServerConfig, SyntheticWorkload
-from vllm_course.pool import ServerPool
+from vllm_course.env import machine
 from vllm_course.results import RunResult
+from vllm_course.server import ServerPool
 from vllm_course.tuning.cache import ResultCache, effective_args
 from vllm_course.tuning.progress import format_duration
 
@@ -135,14 +136,14 @@ def point_row(result: RunResult | None, **fields: Any) -> dict[str, Any]:
 def own_pool(max_live: int = 1) -> ServerPool:
     """A pool for one sweep, SLO search or compare, with the profile's flags, keeping at most
     ``max_live`` servers (capped at the profile's limit); the caller closes it."""
-    profile = env.current_profile()
+    profile = machine.current_profile()
     return ServerPool(max_live=max(1, min(max_live, profile.max_live_servers)),
                       profile_args=profile.server_args)
 
 
 def device() -> str:
     """``cpu`` or ``gpu``, for the time estimates."""
-    return "cpu" if env.current_profile().device == "cpu" else "gpu"
+    return "cpu" if machine.current_profile().device == "cpu" else "gpu"
 
 
 def make_plan(configs: Sequence[tuple[str, RunConfig]], cached: Sequence[bool],

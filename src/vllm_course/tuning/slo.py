@@ -39,8 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vllm_course import plots
 from vllm_course.config import RunConfig, ServerConfig, SyntheticWorkload
-from vllm_course.pool import ServerPool
 from vllm_course.results import RunResult
+from vllm_course.server import ServerPool
 from vllm_course.tuning.cache import ResultCache, open_cache, run_cached
 from vllm_course.tuning.points import (
     check_server_flags,
@@ -162,7 +162,7 @@ def _check_request_count(spec: SLOSearchSpec) -> None:
     """
     if _requests(spec.workload) is not None:
         return
-    from vllm_course.experiment import load_requests
+    from vllm_course.workload import load_requests
 
     n = len(load_requests(spec.workload, spec.server.model, spec.load.endpoint))
     if n < MIN_REQUESTS:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from vllm_course.profile import Profile, load_profile
+from vllm_course.env.profile import Profile, load_profile
 
 BROKEN_BESIDE_CPU_TORCH = ("torchvision", "torchaudio", "torchcodec")
 

@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_course import env, models
-from vllm_course.profile import load_profile
+from vllm_course import models
+from vllm_course.env import machine
+from vllm_course.env.profile import load_profile
 
-UNINSTALL_BROKEN = "pip uninstall -y " + " ".join(env.BROKEN_BESIDE_CPU_TORCH)
+UNINSTALL_BROKEN = "pip uninstall -y " + " ".join(machine.BROKEN_BESIDE_CPU_TORCH)
 
 
 @dataclass(frozen=True)
@@ -123,14 +124,14 @@ def nvidia_gpus() -> list[str] | None:
     return lines or None
 
 
-def profile_reason(name: str, gpus: Sequence[env.GPUInfo]) -> str:
-    """Why :func:`env.detect_profile_name` picks ``name`` on this machine.
+def profile_reason(name: str, gpus: Sequence[machine.GPUInfo]) -> str:
+    """Why :func:`machine.detect_profile_name` picks ``name`` on this machine.
 
     Args:
         name: the picked profile name.
-        gpus: this machine's GPUs (``env.gpu_info()``).
+        gpus: this machine's GPUs (``machine.gpu_info()``).
     """
-    own, why = env.profile_for_gpus(gpus)
+    own, why = machine.profile_for_gpus(gpus)
     if os.environ.get("PROFILE"):
         return f"PROFILE={os.environ['PROFILE']} is set; this machine's own profile is {own}"
     return why
@@ -150,8 +151,8 @@ def check_vllm(version: str | None, build: str | None) -> Check:
     """vLLM must be installed for this Python.
 
     Args:
-        version: ``env.vllm_version()``.
-        build: ``env.vllm_build()``.
+        version: ``machine.vllm_version()``.
+        build: ``machine.vllm_build()``.
     """
     if version is None:
         return Check("vllm", False, f"vLLM is not installed for {sys.executable}: run `make setup`")
@@ -162,11 +163,11 @@ def check_broken_packages(build: str | None) -> Check:
     """On the CPU build, torchvision, torchaudio and torchcodec must be absent.
 
     Args:
-        build: ``env.vllm_build()``; the check only applies to ``"cpu"``.
+        build: ``machine.vllm_build()``; the check only applies to ``"cpu"``.
     """
     if build != "cpu":
         return Check("cpu-build-packages", True, "not the CPU build: nothing to check")
-    found = env.broken_packages()
+    found = machine.broken_packages()
     if found:
         return Check(
             "cpu-build-packages",
@@ -176,7 +177,7 @@ def check_broken_packages(build: str | None) -> Check:
             f"Run: {sys.executable} -m {UNINSTALL_BROKEN}",
         )
     return Check(
-        "cpu-build-packages", True, f"none of {', '.join(env.BROKEN_BESIDE_CPU_TORCH)} installed"
+        "cpu-build-packages", True, f"none of {', '.join(machine.BROKEN_BESIDE_CPU_TORCH)} installed"
     )
 
 
@@ -194,23 +195,23 @@ def check_tokenizer() -> Check:
     return Check("tokenizer", True, f"mistral_common ships {path.name}")
 
 
-def check_profile(name: str, build: str | None, gpus: Sequence[env.GPUInfo]) -> Check:
+def check_profile(name: str, build: str | None, gpus: Sequence[machine.GPUInfo]) -> Check:
     """The profile must exist and match the installed vLLM build and this machine's GPUs: a GPU
     profile needs the CUDA build and an NVIDIA GPU, and a profile measured or estimated for one
     GPU model (``h200``, ``a100-80g``, ...) needs that model as GPU 0; ``cpu-tiny`` needs the CPU
     build (it runs beside a GPU too). The generic ``gpu`` profile fits any NVIDIA GPU.
 
     Args:
-        name: the profile name (``env.detect_profile_name()``).
-        build: ``env.vllm_build()``: ``"cpu"``, ``"cuda"`` or ``None`` (not installed: another
+        name: the profile name (``machine.detect_profile_name()``).
+        build: ``machine.vllm_build()``: ``"cpu"``, ``"cuda"`` or ``None`` (not installed: another
             check reports that).
-        gpus: this machine's GPUs (``env.gpu_info()``).
+        gpus: this machine's GPUs (``machine.gpu_info()``).
     """
     try:
         profile = load_profile(name, gpus[0].memory_gib if gpus else None)
     except ValueError as exc:
         return Check("profile", False, f"{exc}: set PROFILE to one of them")
-    own, why = env.profile_for_gpus(gpus)
+    own, why = machine.profile_for_gpus(gpus)
     fix = f"unset PROFILE (this machine's own profile is {own}: {why})"
     if profile.device == "cuda":
         if not gpus:
@@ -236,9 +237,9 @@ def diagnose() -> Report:
     Returns:
         The :class:`Report`; ``report.ok`` is False if any check failed.
     """
-    version, build = env.vllm_version(), env.vllm_build()
+    version, build = machine.vllm_version(), machine.vllm_build()
     torch = torch_version()
-    profile = env.detect_profile_name()
+    profile = machine.detect_profile_name()
     facts: list[tuple[str, str]] = [
         ("Python", f"{platform.python_version()} ({sys.executable})"),
         ("vLLM", f"{version} ({build} build)" if version else "not installed"),
@@ -249,7 +250,7 @@ def diagnose() -> Report:
         facts += [(f"GPU {i}", g) for i, g in enumerate(gpus)]
     else:
         facts.append(("GPU", "no GPU"))
-        flags = env.cpu_flags()
+        flags = machine.cpu_flags()
         facts.append(
             (
                 "CPU",
@@ -257,8 +258,8 @@ def diagnose() -> Report:
                 f"flags: {' '.join(flags) if flags else 'none of interest'}",
             )
         )
-    facts.append(("free memory", _gib(env.memory_available_bytes())))
-    found = env.gpu_info()
+    facts.append(("free memory", _gib(machine.memory_available_bytes())))
+    found = machine.gpu_info()
     facts.append(("profile", f"{profile} ({profile_reason(profile, found)})"))
     facts.append(("course home", str(models.course_home())))
     facts += [(f"card {name}", _card_status(name)) for name in models.CARDS]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from vllm_course.config import ServerConfig
-from vllm_course.server import VLLMServer
+from vllm_course.server.process import VLLMServer
 
 
 class ServerPool:
@@ -125,27 +124,3 @@ class ServerPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-_default: ServerPool | None = None
-
-
-def default_pool() -> ServerPool:
-    """The process's own pool (the owner is this process), created on first use.
-
-    When ``VLLM_COURSE_POOL`` is set (a CI job running chapters in fresh kernels), servers are
-    borrowed from that job's broker instead (:class:`vllm_course.broker.RemotePool`).
-    """
-    global _default
-    url = os.environ.get("VLLM_COURSE_POOL")
-    if url and (_default is None or _default._closed):
-        from vllm_course.broker import RemotePool
-
-        _default = RemotePool(url)
-        return _default
-    if _default is None or _default._closed:
-        from vllm_course.env import current_profile
-
-        profile = current_profile()
-        _default = ServerPool(max_live=profile.max_live_servers, profile_args=profile.server_args)
-    return _default

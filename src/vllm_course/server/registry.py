@@ -11,37 +11,33 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import psutil
 
 from vllm_course import models
-
-if TYPE_CHECKING:
-    from vllm_course.server import VLLMServer
 
 
 def _dir() -> Path:
     return models.course_home() / "servers"
 
 
-def register(server: VLLMServer) -> None:
-    """Record a just-launched server."""
-    assert server.proc is not None
+def register(pid: int, *, host: str, port: int, model: str, log_path: Path, args: dict) -> None:
+    """Record a just-launched server: its process (group leader) ``pid``, where it listens, the
+    model it serves, its log and its effective flags."""
     _dir().mkdir(parents=True, exist_ok=True)
     entry = {
-        "pid": server.proc.pid,
-        "port": server.port,
-        "host": server.config.host,
-        "model": server.config.model,
+        "pid": pid,
+        "port": port,
+        "host": host,
+        "model": model,
         "owner_pid": os.getpid(),
         "started_at": time.time(),
-        "log": str(server.log_path),
-        "args": server.effective_args(),
+        "log": str(log_path),
+        "args": args,
         # the guard against a reused pid: a later process with this pid starts at another time
-        "create_time": _create_time(server.proc.pid),
+        "create_time": _create_time(pid),
     }
-    (_dir() / f"{server.proc.pid}.json").write_text(json.dumps(entry))
+    (_dir() / f"{pid}.json").write_text(json.dumps(entry))
 
 
 def unregister(pid: int) -> None:

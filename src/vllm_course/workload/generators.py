@@ -2,7 +2,7 @@
 multi-turn chats and priorities.
 
 A spec (YAML, see ``datasets/specs/``) lists weighted *populations*. Each population draws its
-requests' lengths from :mod:`vllm_course.lengths` distributions and may add:
+requests' lengths from :mod:`vllm_course.workload.lengths` distributions and may add:
 
 * a **shared prefix**: ``num_prefixes`` texts of ``length`` tokens each (a leading text on
   ``completions``, the system prompt on ``chat``), used by a ``fraction`` of its conversations
@@ -38,8 +38,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vllm_course.config import Endpoint, read_mapping
-from vllm_course.lengths import Fixed, LengthDist
-from vllm_course.workload import Message, PromptTokenizer, Request, WorkloadError
+from vllm_course.workload.lengths import Fixed, LengthDist
+from vllm_course.workload.request import Message, Request, WorkloadError
+from vllm_course.workload.tokenizer import PromptTokenizer
 
 
 class _Frozen(BaseModel):

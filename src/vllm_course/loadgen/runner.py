@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from vllm_course.arrivals import schedule
-from vllm_course.client import ChunkHook, send
 from vllm_course.config import LoadSpec
+from vllm_course.loadgen.arrivals import schedule
+from vllm_course.loadgen.client import ChunkHook, send
 from vllm_course.records import RequestRecord
 from vllm_course.workload import Request
 

@@ -48,7 +48,8 @@ from typing import Literal
 import numpy as np
 
 from vllm_course.config import Endpoint, TraceWorkload
-from vllm_course.workload import PromptTokenizer, Request, WorkloadError, json_object
+from vllm_course.workload.request import Request, WorkloadError, json_object
+from vllm_course.workload.tokenizer import PromptTokenizer
 
 TraceFormat = Literal["azure", "mooncake"]
 

@@ -12,7 +12,7 @@ KV cache (``vllm/v1/core/kv_cache_utils.py``).
 Rules, in the order they are checked (thresholds are the module constants):
 
 1. **client saturated** (client / I/O path): the client's self-checks crossed a threshold
-   (:mod:`vllm_course.selfcheck`: client CPU > 0.9 cores, or event-loop lag P90 > 20 ms or send
+   (:mod:`vllm_course.loadgen.selfcheck`: client CPU > 0.9 cores, or event-loop lag P90 > 20 ms or send
    lag P50 > 20 ms while the client used >= 0.5 cores). Checked first: a late client distorts
    every other number.
 2. **KV cache exhausted** (memory): preemptions > 0 (a counter). The V1 scheduler preempts only
@@ -49,13 +49,12 @@ late for any sample to fall inside a short run, and the sampled gauges are then 
 from __future__ import annotations
 
 import bisect
-import html
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
-from vllm_course import selfcheck
+from vllm_course.diagnosis.report import Diagnosis, Finding
+from vllm_course.loadgen import selfcheck
 from vllm_course.records import RequestRecord
 from vllm_course.results import RunResult
 
@@ -92,67 +91,6 @@ QUEUE_WAIT_MS = 50.0
 queued; read from counters, so it holds when no ``/metrics`` sample fell inside the run."""
 SLOT_WAIT_SHARE = 0.10
 """Client slot wait P50 at or above this share of the mean E2EL: the client's cap held requests."""
-
-
-class Finding(BaseModel):
-    """One bottleneck rule that fired.
-
-    Attributes:
-        key: stable identifier, e.g. ``kv_cache_exhausted``.
-        title: what a person reads, e.g. ``KV cache exhausted``.
-        layer: ``memory``, ``scheduling``, ``compute``, ``client`` or ``none``.
-        rule: the condition that fired, with its thresholds.
-        evidence: the numbers that made it fire (and a few that put them in context).
-        knobs: what to try, most promising first.
-    """
-
-    model_config = ConfigDict(frozen=True)
-    key: str
-    title: str
-    layer: str
-    rule: str
-    evidence: list[str] = Field(default_factory=list)
-    knobs: list[str] = Field(default_factory=list)
-
-
-class Diagnosis(BaseModel):
-    """The findings of one run, most limiting first (``findings[0]`` is the diagnosis)."""
-
-    model_config = ConfigDict(frozen=True)
-    run: str
-    path: str | None = None
-    findings: list[Finding]
-
-    @property
-    def primary(self) -> Finding:
-        """The most limiting finding."""
-        return self.findings[0]
-
-    def report(self) -> str:
-        """A short plain-text report: the diagnosis, its evidence and knobs, other findings."""
-        first, *rest = self.findings
-        lines = [f"Diagnosis of {self.run}" + (f"  ({self.path})" if self.path else ""),
-                 f"  limiting layer: {first.layer} -- {first.title}",
-                 f"  rule: {first.rule}", "  evidence:"]
-        lines += [f"    - {e}" for e in first.evidence]
-        if first.knobs:
-            lines.append("  try:")
-            lines += [f"    - {k}" for k in first.knobs]
-        for f in rest:
-            lines.append(f"  also: {f.title} ({f.layer}): {'; '.join(f.evidence[:2])}")
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        first, *rest = self.findings
-        items = "".join(f"<li>{html.escape(e)}</li>" for e in first.evidence)
-        knobs = "".join(f"<li>{html.escape(k)}</li>" for k in first.knobs)
-        also = "".join(f"<li>{html.escape(f.title)} ({html.escape(f.layer)})</li>" for f in rest)
-        return (
-            f"<b>{html.escape(first.title)}</b> (layer: {html.escape(first.layer)})"
-            f"<br><small>{html.escape(first.rule)}</small><ul>{items}</ul>"
-            + (f"Try:<ul>{knobs}</ul>" if knobs else "")
-            + (f"Also:<ul>{also}</ul>" if also else "")
-        )
 
 
 def _fmt(v: float | None, spec: str = ".0f", unit: str = "") -> str:

@@ -1,0 +1,29 @@
+"""How to send a workload: the client side, readable in one sitting.
+
+``arrivals`` computes send times (Poisson or gamma, as ``vllm bench serve``); ``client`` sends
+one streamed request and times every chunk into a :class:`RequestRecord`; ``runner`` sends a
+request set on schedule over pooled connections (:func:`run_load`); ``selfcheck`` tells whether
+the client kept up (loop lag, late sends, client CPU), so a slow client is never blamed on the
+server.
+
+May import: ``config``, ``records``, ``metrics`` and ``workload``. Never ``server``: a load
+generator only needs a base URL.
+"""
+
+from vllm_course.loadgen.arrivals import achieved_rate, schedule
+from vllm_course.loadgen.client import PATHS, ChunkHook, request_body, send, sse_lines
+from vllm_course.loadgen.runner import (
+    KEEPALIVE_EXPIRY_S,
+    LoadResult,
+    ProgressFn,
+    RecordSink,
+    run_load,
+    warm_up,
+)
+from vllm_course.loadgen.selfcheck import ClientChecks, LoopLagMonitor, client_checks
+
+__all__ = [
+    "KEEPALIVE_EXPIRY_S", "PATHS", "ChunkHook", "ClientChecks", "LoadResult", "LoopLagMonitor",
+    "ProgressFn", "RecordSink", "achieved_rate", "client_checks", "request_body", "run_load",
+    "schedule", "send", "sse_lines", "warm_up",
+]
