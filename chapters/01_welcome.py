@@ -193,7 +193,7 @@ ax.axvline(1000 * ttft, color="tab:orange", linestyle="--", label=f"TTFT {1000 *
 ax.axvline(1000 * e2el, color="tab:green", linestyle=":", label=f"E2EL {1000 * e2el:.0f} ms")
 ax.set_xlabel("time since the request was sent (ms)")
 ax.set_ylabel("output tokens received")
-ax.set_title(f"One streamed request on {profile.model} (vLLM {result.startup.get('vllm_version')})")
+ax.set_title(f"One streamed request on {profile.model} (vLLM {result.startup.vllm_version})")
 ax.set_xlim(left=0)
 ax.legend(loc="upper left")
 ax.grid(alpha=0.3)
@@ -207,7 +207,7 @@ plt.show()
 # %%
 import pandas as pd
 
-facts = result.startup
+facts = result.startup.model_dump()
 pd.Series(facts, name="value").to_frame()
 
 # %% [markdown]

@@ -273,7 +273,7 @@ sweep = pd.DataFrame(rows).set_index("prompt tokens")
 sweep.round(2)
 
 # %%
-budget = continuous.startup.get("max_num_batched_tokens")
+budget = continuous.startup.max_num_batched_tokens
 fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
 a.plot(sweep.index, sweep["TTFT ms (median)"], "o-")
 a.set_ylabel("TTFT, median (ms)")

@@ -117,7 +117,7 @@ def predict_tokens(kv_memory_bytes: int, block_size: int) -> int:
 
 default = await run_experiment(
     RunConfig(name="default-server", server=ServerConfig(model=profile.model), workload=TINY), OUT)
-facts = default.startup
+facts = default.startup.model_dump()
 block_size = facts["block_size"]
 kv_memory = profile.server_args.get("kv-cache-memory-bytes")
 print(f"block size {block_size} tokens, max_model_len {facts['max_model_len']:,}")
@@ -195,7 +195,7 @@ SHORT = ServerConfig(model=profile.model, args={"enforce-eager": True, "max-mode
 short = await run_experiment(RunConfig(name="max-model-len-1024", server=SHORT, workload=TINY), OUT)
 keys = ["max_model_len", "block_size", "kv_cache_tokens", "max_concurrency"]
 table = pd.DataFrame({
-    f"--max-model-len {run.startup['max_model_len']:,}": [run.startup[k] for k in keys]
+    f"--max-model-len {run.startup.max_model_len:,}": [getattr(run.startup, k) for k in keys]
     for run in (default, short)
 }, index=keys)
 if kv_memory:
@@ -230,7 +230,7 @@ fill = await run_experiment(
               load=LoadSpec(rate_rps=float("inf"), num_warmups=0)),
     OUT, sample_interval_s=0.25,
 )
-pool_blocks = fill.startup["kv_cache_tokens"] // block_size
+pool_blocks = fill.startup.kv_cache_tokens // block_size
 usable_blocks = pool_blocks - 1
 blocks_each = math.ceil((PROMPT + OUTPUT) / block_size)
 records = fill.records()
@@ -272,7 +272,7 @@ ax.set_ylim(0, REQUESTS * blocks_each + 2)
 ax.set_ylabel("KV cache blocks in use (count)")
 ax.set_xlabel("time since the first request was sent (s)")
 ax.set_title(f"{REQUESTS} requests of {PROMPT} + {OUTPUT} tokens taking blocks of {block_size} "
-             f"tokens ({profile.model}, vLLM {fill.startup.get('vllm_version')})")
+             f"tokens ({profile.model}, vLLM {fill.startup.vllm_version})")
 ax.legend(loc="lower center", fontsize=8)
 ax.grid(alpha=0.3)
 plt.show()
@@ -305,7 +305,7 @@ if predicted is not None:
     nb.check(predicted == facts["kv_cache_tokens"],
              "predicted KV cache tokens equal the server's (the profile's default server)",
              f"predicted {predicted:,}, server {facts['kv_cache_tokens']:,}")
-a, b = default.startup, short.startup
+a, b = default.startup.model_dump(), short.startup.model_dump()
 pools = (f"{a['kv_cache_tokens']:,} tokens at max_model_len {a['max_model_len']:,} and "
          f"{b['kv_cache_tokens']:,} at {b['max_model_len']:,}")
 if kv_memory:

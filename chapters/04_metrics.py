@@ -121,7 +121,7 @@ ax.set_xlabel("time since run start (s)")
 ax.set_ylabel("request index")
 ax.invert_yaxis()
 ax.set_title(f"First 10 requests at {RATE:g} req/s ({profile.model}, "
-             f"vLLM {result.startup.get('vllm_version')})")
+             f"vLLM {result.startup.vllm_version})")
 ax.legend(loc="lower left")
 ax.grid(alpha=0.3)
 plt.show()
@@ -610,7 +610,7 @@ if bench:
     show = ["request_throughput", "output_throughput", "mean_ttft_ms", "p99_ttft_ms",
             "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "p99_e2el_ms"]
     display(pd.DataFrame({
-        f"this machine: ours ({profile.name}, vLLM {result.startup.get('vllm_version')})":
+        f"this machine: ours ({profile.name}, vLLM {result.startup.vllm_version})":
             [ours[k] for k in show],
         "this machine: vllm bench serve": [vllm[k] for k in show],
         "H200: vllm bench serve, 1024/256 at 12 req/s (vLLM 0.26.0)": [bench[k] for k in show],

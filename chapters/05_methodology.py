@@ -124,7 +124,7 @@ ax.set_xlabel("request number (in order sent)")
 ax.set_ylabel("TTFT (ms)")
 ax.set_ylim(bottom=0)
 ax.set_title(f"First requests after a server start ({profile.model}, "
-             f"vLLM {cold.startup.get('vllm_version')}, --enforce-eager)")
+             f"vLLM {cold.startup.vllm_version}, --enforce-eager)")
 ax.legend()
 ax.grid(alpha=0.3)
 plt.show()

@@ -263,7 +263,7 @@ prefill = await run_experiment(RunConfig(
 ), RESULTS)
 pf = prefill.summary
 prefill_tok_s = pf.total_input_tokens / pf.duration_s
-budget = prefill.startup["max_num_batched_tokens"]
+budget = prefill.startup.max_num_batched_tokens
 hit_rate = prefill.server_metrics.prefix_cache_hit_rate or 0.0
 print(f"{pf.total_input_tokens:,} prompt tokens in {pf.duration_s:.2f} s: {prefill_tok_s:,.0f} "
       f"prefill tok/s; max_num_batched_tokens {budget}; prefix-cache hit rate {hit_rate:.1%}")

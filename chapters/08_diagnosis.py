@@ -139,8 +139,8 @@ async def run(name, server, n, isl, osl, on_chunk=None, spread=0.0, **load):
 
 # %%
 kv = await run("long-answers", LIMITS, n=8, isl=300, osl=200)
-print("block size:", kv.startup["block_size"], "tokens; KV cache:",
-      kv.startup["kv_cache_tokens"], "tokens")
+print("block size:", kv.startup.block_size, "tokens; KV cache:",
+      kv.startup.kv_cache_tokens, "tokens")
 print(diagnose(kv).report())
 
 # %%
@@ -375,7 +375,7 @@ nb.check(mk.preemptions > 0 and kv.summary.failed == 0,
          + (f"{mk.kv_cache_usage_peak:.0%}" if mk.samples else "not sampled"))
 # averages from the counters (Little's law); the sampled gauges can only show "never above 4":
 # a step that finishes a request publishes fewer running, and a starved API server publishes late
-usable_blocks = kv.startup["kv_cache_tokens"] // kv.startup["block_size"] - 1   # less the null block
+usable_blocks = kv.startup.kv_cache_tokens // kv.startup.block_size - 1   # less the null block
 nb.check(0.9 * 4 <= mo.running_time_avg <= 4 + 1e-6 and mo.waiting_time_avg >= 1
          and mo.preemptions == 0
          and (mo.samples == 0 or (mo.num_requests_running_peak <= 4

@@ -172,7 +172,8 @@ def _execute(config, results_root: str) -> None:
     async def go():
         progress.start()
         try:
-            return await run_experiment(config, results_root, pool=pool, progress=on_progress)
+            return await run_experiment(config, results_root, pool=pool, progress=on_progress,
+                                        requests=requests)
         finally:
             progress.stop()
 
@@ -184,7 +185,7 @@ def _execute(config, results_root: str) -> None:
     try:
         # check the workload first: a bad file or a too-long request fails before a server is
         # started for nothing
-        preflight(config, profile.server_args)
+        requests = preflight(config, profile.server_args)
         with pool:
             # start the server outside the event loop, so Ctrl-C stops a start at once; the run
             # below then reuses it (identical settings, same owner)
@@ -590,8 +591,8 @@ def sweep_cmd(config_path, results_root, no_cache, cache_dir, plan_only) -> None
         return
     result = _run_spec(sweep, spec, results_root, no_cache, cache_dir)
     click.echo(_table(result.to_dataframe(),
-                      ["setting", spec.level_kind, "output_throughput_tok_s", "ttft_p99_ms",
-                       "tpot_p99_ms", "goodput_rps", "failed", "cached"]))
+                      ["setting", spec.level_kind, "output_throughput_tok_s", "p99_ttft_ms",
+                       "p99_tpot_ms", "goodput_rps", "failed", "cached"]))
     click.echo(f"\nwrote {result.path}/sweep.json and latency_throughput.png")
     if result.errors:
         raise click.ClickException("; ".join(result.errors))

@@ -235,6 +235,7 @@ async def run_experiment(
     progress: ProgressFn | None = None,
     sample_interval_s: float = 1.0,
     on_chunk: ChunkHook | None = None,
+    requests: Sequence[workload.Request] | None = None,
 ) -> RunResult:
     """Run ``config`` against a real vLLM server and save ``results_root/<name>-<time>/``.
 
@@ -252,6 +253,8 @@ async def run_experiment(
     ``sample_interval_s`` seconds (``timeseries.json``) and the client checks itself (event-loop
     lag, send lag, CPU; :mod:`vllm_course.loadgen.selfcheck`). ``on_chunk`` is called with a request's
     record after each token-carrying chunk (it runs on the timing event loop: keep it cheap).
+    ``requests``: what :func:`preflight` returned for this config, when the caller checked the
+    workload before starting the server (the CLI does): it is then not read a second time.
 
     Raises:
         ServerError: the server failed to start or died during the run (results saved first).
@@ -263,7 +266,7 @@ async def run_experiment(
     model = config.server.model
     source = _source(config.workload)
     profile_args = getattr(pool, "profile_args", {})
-    requests = preflight(config, profile_args)
+    requests = list(requests) if requests is not None else preflight(config, profile_args)
     configured_len = max_model_len_from_args({**profile_args, **config.server.args})
     offsets = send_offsets(requests, config.arrivals, source)
     warmups = (
@@ -372,7 +375,7 @@ async def _measure(
         config=config,
         summary=summary,
         server_metrics=server_metrics,
-        startup=vars(server.facts).copy(),
+        startup=server.facts.model_copy(),
         checks=cross_checks(records, server_metrics, client),
         client=client,
         env=machine.facts(),

@@ -51,16 +51,17 @@ SUMMARY_METRICS: dict[str, str] = {
 
 def metric_names() -> list[str]:
     """Every metric name :func:`plot_compare` and :func:`plot_latency_throughput` understand."""
-    latencies = [f"{m}_{s}_ms" for m in LATENCY_SAMPLES for s in LATENCY_STATS]
+    latencies = [f"{s}_{m}_ms" for m in LATENCY_SAMPLES for s in LATENCY_STATS]
     return [*SUMMARY_METRICS, *latencies]
 
 
 def _parse_latency(name: str) -> tuple[str, str] | None:
-    """``"ttft_p99_ms"`` -> ``("ttft", "p99")``; None for anything else."""
+    """``"p99_ttft_ms"`` (the key style of ``vllm bench serve --save-result``) ->
+    ``("ttft", "p99")``; None for anything else."""
     parts = name.split("_")
-    if len(parts) == 3 and parts[0] in LATENCY_SAMPLES and parts[1] in LATENCY_STATS:
+    if len(parts) == 3 and parts[1] in LATENCY_SAMPLES and parts[0] in LATENCY_STATS:
         if parts[2] == "ms":
-            return parts[0], parts[1]
+            return parts[1], parts[0]
     return None
 
 
@@ -359,7 +360,7 @@ def plot_latency_throughput(
 
     Runs without a summary are skipped.
     """
-    y = f"{latency}_{stat}_ms"
+    y = f"{stat}_{latency}_ms"
     ylabel, xlabel = metric_label(y), metric_label(x)
     ax = _axes(ax)
     curves = runs.items() if isinstance(runs, Mapping) else [(label, runs)]
@@ -390,7 +391,7 @@ def _bar_text(value: float | None, base: float | None) -> str:
 
 def plot_compare(
     runs: Sequence[RunResult],
-    metrics: Sequence[str] = ("output_throughput_tok_s", "ttft_p99_ms", "tpot_p99_ms"),
+    metrics: Sequence[str] = ("output_throughput_tok_s", "p99_ttft_ms", "p99_tpot_ms"),
     axes: Any = None,
     labels: Sequence[str] | None = None,
     baseline: int = 0,
@@ -401,7 +402,7 @@ def plot_compare(
     Args:
         runs: RunResults (their ``summary`` is read).
         metrics: names from :func:`metric_names`, e.g. ``output_throughput_tok_s`` (tok/s),
-            ``ttft_p99_ms`` (ms), ``goodput_rps`` (req/s).
+            ``p99_ttft_ms`` (ms), ``goodput_rps`` (req/s).
         axes: one Axes per metric; default a new 1xN figure.
         labels: one per run; default the run names.
         baseline: index of the run the ratios are relative to.

@@ -23,6 +23,7 @@ from vllm_course.loadgen.selfcheck import ClientChecks
 from vllm_course.metrics import RunSummary
 from vllm_course.prom import ServerMetrics, TimeSeries
 from vllm_course.records import RequestRecord
+from vllm_course.server.startup import StartupFacts
 
 SCHEMA_VERSION = 1
 
@@ -67,7 +68,7 @@ class RunResult(BaseModel):
     config: RunConfig
     summary: RunSummary | None
     server_metrics: ServerMetrics | None = None
-    startup: dict[str, Any] = Field(default_factory=dict)
+    startup: StartupFacts = Field(default_factory=StartupFacts)
     checks: Checks | None = None
     client: ClientChecks | None = None
     env: dict[str, Any] = Field(default_factory=dict)
@@ -168,14 +169,9 @@ class RunResult(BaseModel):
                                   f"P50 {num(c.send_lag_ms.p50, '.1f')} ms, CPU "
                                   f"{num(c.cpu_cores, '.2f')} cores"))
             out += [("note", note) for note in c.notes]
-        if self.startup.get("kv_cache_tokens"):
-            out.append(
-                (
-                    "KV cache",
-                    f"{self.startup['kv_cache_tokens']:,} tokens "
-                    f"(vLLM {self.startup.get('vllm_version')})",
-                )
-            )
+        if self.startup.kv_cache_tokens:
+            out.append(("KV cache", f"{self.startup.kv_cache_tokens:,} tokens "
+                                    f"(vLLM {self.startup.vllm_version})"))
         for warning in self.checks.warnings if self.checks else []:
             out.append(("warning", warning))
         if self.stopped_early:

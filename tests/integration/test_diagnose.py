@@ -120,7 +120,7 @@ def test_server_killed_mid_run_keeps_partial_results(pool, tmp_path):
 def test_small_token_budget_with_long_prompts_is_saturated(pool, tmp_path):
     result = _run(pool, tmp_path, "budget-64", SMALL_BUDGET, n=12, isl=1000, osl=16)
     m = result.server_metrics
-    assert result.startup["max_num_batched_tokens"] == 64
+    assert result.startup.max_num_batched_tokens == 64
     assert m.tokens_per_step_mean >= dg.BUDGET_SHARE * 64
     # every prompt takes >= 16 steps of prefill: later requests wait seconds for their first token
     assert result.summary.ttft_ms.p99 > 1000
@@ -134,7 +134,7 @@ def test_one_running_sequence_is_a_concurrency_cap(pool, tmp_path):
     # after the other small servers: ONE_SEQ stays live for test_experiments (conftest)
     result = _run(pool, tmp_path, "one-seq", ONE_SEQ, n=28, isl=64, osl=48)
     m = result.server_metrics
-    assert result.startup["max_num_seqs"] == 1
+    assert result.startup.max_num_seqs == 1
     # Read from counters (Little's law over the request-time histograms), not from /metrics
     # samples: a starved 2-core machine answered /metrics too late for any sample in some ~7 s
     # runs. One request runs at a time, almost all the time, while the burst queues behind it.

@@ -36,7 +36,7 @@ def test_each_run_starts_from_an_empty_prefix_cache_unless_told_not_to(pool, tmp
         return asyncio.run(run_experiment(config, tmp_path, pool=pool))
 
     first = run("first", True)
-    block = first.startup["block_size"]
+    block = first.startup.block_size
     assert block == 128
     assert first.server_metrics.prefix_cache_hits == 0        # random prompts share no block
     kept = run("kept", False)                                  # the same prompts again
@@ -82,14 +82,14 @@ def test_a_compare_of_one_running_sequence_against_the_default_is_significant(po
     #     light; 8.7x (3.2-23.2) harsh, with 3 of 5 default repeats at 323-403 ms.
     # One-seq's longer service time is what widens the gap, for ~15 s more of this test.
     spec = CompareSpec(name="seqs", servers={"default": DEFAULT, "one-seq": ONE_SEQ},
-                       metrics=["ttft_p50_ms"], repeats=5,
+                       metrics=["p50_ttft_ms"], repeats=5,
                        workload=SyntheticWorkload(num_requests=16, input_len=32,
                                                   output_len=32),
                        load=LoadSpec(max_concurrency=8, num_warmups=1))
     result = asyncio.run(compare(spec, pool=pool, cache=None, results_root=tmp_path))
     print("\n" + result.report())
     assert result.order.startswith("interleaved in 5 rounds")
-    ttft = result.stat("one-seq", "ttft_p50_ms")
+    ttft = result.stat("one-seq", "p50_ttft_ms")
     assert ttft.verdict == SIGNIFICANT and ttft.better is False, result.report()
     assert ttft.ratio_low > 1
 
@@ -192,7 +192,7 @@ def test_sweep_resumes_after_an_interruption_and_reruns_from_the_cache(pool, tmp
     # max-num-seqs 1 with all 8 requests in flight: the median waits for ~3.5 others (a
     # pause of the machine only adds to the c=8 side, and a median ignores a single one)
     one = df[df.setting == "one-seq"].set_index("max_concurrency")
-    assert one["ttft_p50_ms"][8] > 3 * one["ttft_p50_ms"][1], df
+    assert one["p50_ttft_ms"][8] > 3 * one["p50_ttft_ms"][1], df
     # From the server's own counters. One-seq never runs two at once (Little's law: a pause of
     # the client only lengthens the span, so it can only lower this average). With all 8 sent
     # at once, 7 of one-seq's 8 queue behind the others (mean queue time >= 3.5 requests'

@@ -8,7 +8,9 @@ import fake_runs
 import pytest
 from click.testing import CliRunner
 
+from vllm_course import experiment, server, workload
 from vllm_course.cli import main
+from vllm_course.server.startup import StartupFacts
 from vllm_course.tuning import comparison as compare_mod
 from vllm_course.tuning import grid
 from vllm_course.tuning import points as point
@@ -122,3 +124,49 @@ def test_slo_spec_with_too_few_requests_says_why(tmp_path):
     spec = _write(tmp_path, SLO_SPEC.replace("num_requests: 300", "num_requests: 50"))
     out = CliRunner().invoke(main, ["slo", "--config", spec])
     assert out.exit_code == 2 and "needs at least 300" in out.output
+
+
+class _ServedPool(fake_runs.FakePool):
+    """A FakePool whose servers look started (facts, log) and which the CLI may use as a
+    context manager, as it does a ServerPool."""
+
+    def acquire(self, config, log_path=None):
+        s = super().acquire(config, log_path)
+        s.facts, s.log_path = StartupFacts(ready_s=fake_runs.READY_S), "server.log"
+        return s
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def test_run_reads_the_workload_once(tmp_path, monkeypatch):
+    # `vllm-course run` checks the workload before starting a server (a bad file fails at once)
+    # and hands the requests it read to the run, which does not read the file again
+    fake_runs.install(monkeypatch, fake_runs.constant())
+    handed = []
+    fake = experiment.run_experiment
+
+    async def run(config, results_root, *, requests=None, **kw):
+        handed.append(requests)
+        return await fake(config, results_root, **kw)
+
+    reads = []
+    real_load = workload.load_requests
+
+    def load(*args, **kw):
+        reads.append(args[0])
+        return real_load(*args, **kw)
+
+    monkeypatch.setattr(experiment, "run_experiment", run)
+    monkeypatch.setattr(workload, "load_requests", load)
+    monkeypatch.setattr(server, "ServerPool", _ServedPool)
+    config = _write(tmp_path, "name: once\nserver: {model: tiny-mistral}\n"
+                              "workload: {num_requests: 5, input_len: 16, output_len: 4}\n"
+                              "load: {rate_rps: 10}\n")
+    out = CliRunner().invoke(main, ["run", "--config", config, "--results", str(tmp_path / "r")])
+    assert out.exit_code == 0, out.output
+    assert len(reads) == 1
+    assert [len(r) for r in handed] == [5]

@@ -82,13 +82,13 @@ def test_a_large_difference_is_significant_and_noise_is_within_noise(monkeypatch
     fake_runs.install(monkeypatch, _noisy({1: 3.0}))   # max-num-seqs 1: 3x the TPOT
     result = _run(_spec(servers={"default": B, "one": A, "default-again": B}),
                   fake_runs.FakePool(max_live=2), tmp_path)
-    tpot = result.stat("one", "tpot_p99_ms")
+    tpot = result.stat("one", "p99_tpot_ms")
     assert tpot.verdict == SIGNIFICANT and tpot.better is False
     assert tpot.ratio == pytest.approx(3.0, rel=0.05) and tpot.ratio_low < 3 < tpot.ratio_high
     assert result.stat("one", "output_throughput_tok_s").better is False
-    same = result.stat("default-again", "tpot_p99_ms")
+    same = result.stat("default-again", "p99_tpot_ms")
     assert same.verdict == WITHIN_NOISE and same.better is None
-    assert result.stat("default", "tpot_p99_ms").verdict == "baseline"
+    assert result.stat("default", "p99_tpot_ms").verdict == "baseline"
     # 2 settings beside the baseline x 3 metrics = 6 intervals, each at 1 - 0.05 / 6
     assert result.spec.interval_confidence == pytest.approx(1 - 0.05 / 6)
     assert result.order.endswith("on 2 server(s)")   # default and default-again share one
@@ -152,12 +152,12 @@ def test_failed_requests_and_zero_values_are_reported_not_averaged_away(monkeypa
         ttft = 0.5 if config.server.args.get("max-num-seqs") == 1 else 0.02
         return [(ttft, 0.01)] * config.workload.num_requests
     fake_runs.install(monkeypatch, model)
-    result = _run(_spec(metrics=["goodput_rps", "ttft_p99_ms"], slo=SLO(ttft_ms=100)),
+    result = _run(_spec(metrics=["goodput_rps", "p99_ttft_ms"], slo=SLO(ttft_ms=100)),
                   fake_runs.FakePool(max_live=2), tmp_path, cache=None)
     assert result.stat("one", "goodput_rps").values == [0.0] * 3    # the baseline
     goodput = result.stat("default", "goodput_rps")
     assert goodput.verdict == NO_RATIO and goodput.sentence == NO_RATIO and goodput.ratio is None
-    assert result.stat("default", "ttft_p99_ms").better is True
+    assert result.stat("default", "p99_ttft_ms").better is True
     from vllm_course.tuning.comparison import _failures
 
     run = result.runs["one"][0]

@@ -18,8 +18,8 @@ def _rec(i: int, ttft_s: float, *, sent_s: float = 1.0, warmup: bool = False,
                          output_tokens=1, warmup=warmup, error=error)
 
 
-def _server(ttft_mean_ms: float | None, tokens: float = 3.0) -> ServerMetrics:
-    latency = {} if ttft_mean_ms is None else {"ttft": HistogramStats(count=3, mean=ttft_mean_ms)}
+def _server(mean_ttft_ms: float | None, tokens: float = 3.0) -> ServerMetrics:
+    latency = {} if mean_ttft_ms is None else {"ttft": HistogramStats(count=3, mean=mean_ttft_ms)}
     return ServerMetrics(generation_tokens=tokens, latency_ms=latency)
 
 

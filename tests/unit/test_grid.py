@@ -86,7 +86,7 @@ def test_sweep_starts_each_server_once_and_rerun_reads_the_cache(monkeypatch, tm
     assert list(df["setting"]) == ["base"] * 4 + ["eight"] * 4 + ["one"] * 4
     assert list(df["max_concurrency"][:4]) == [1, 2, 4, 8]
     # P99 TTFT is the model's: 10 ms x c x (1 + 8/seqs)
-    assert df["ttft_p99_ms"].tolist() == pytest.approx(
+    assert df["p99_ttft_ms"].tolist() == pytest.approx(
         [10 * c * (1 + 8 / s) for s in (128, 8, 1) for c in (1, 2, 4, 8)])
     assert not df["cached"].any() and (df["failed"] == 0).all()
     assert steps[0].kind == "plan" and "3 server start(s), 12 point(s): 12 to run" in \
@@ -102,7 +102,7 @@ def test_sweep_starts_each_server_once_and_rerun_reads_the_cache(monkeypatch, tm
     again = _sweep(_spec(), pool2, tmp_path)
     assert len(calls) == 12 and pool2.started == [] and again.server_starts == []
     assert again.to_dataframe()["cached"].all()
-    assert again.to_dataframe()["ttft_p99_ms"].tolist() == df["ttft_p99_ms"].tolist()
+    assert again.to_dataframe()["p99_ttft_ms"].tolist() == df["p99_ttft_ms"].tolist()
 
 
 def test_an_interrupted_sweep_resumes_with_only_the_missing_points(monkeypatch, tmp_path):
@@ -188,14 +188,14 @@ def test_result_loads_back_and_plots(monkeypatch, tmp_path):
     fake_runs.install(monkeypatch, _model)
     result = _sweep(_spec(), fake_runs.FakePool(), tmp_path)
     loaded = SweepResult.load(result.path)
-    assert loaded.to_dataframe()["ttft_p99_ms"].tolist() == \
-        result.to_dataframe()["ttft_p99_ms"].tolist()
+    assert loaded.to_dataframe()["p99_ttft_ms"].tolist() == \
+        result.to_dataframe()["p99_ttft_ms"].tolist()
     from matplotlib.figure import Figure
 
     ax = Figure().subplots()
     assert result.plot(ax=ax) is ax and len(ax.lines) == 3 + 1   # 3 settings + the SLO line
     ax2 = Figure().subplots()
-    result.plot_levels("ttft_p99_ms", ax=ax2)
+    result.plot_levels("p99_ttft_ms", ax=ax2)
     assert [list(line.get_xdata()) for line in ax2.lines] == [[1, 2, 4, 8]] * 3
     assert "<table" in result._repr_html_()
 

@@ -263,7 +263,7 @@ def test_latency_throughput_curves_per_setting() -> None:
     assert _texts(ax)[3:] == ["c=1", "c=4", "inf"]
     xs = ax.get_lines()[1].get_xdata()
     assert list(xs) == sorted(xs)
-    with pytest.raises(ValueError, match="unknown metric 'ttft_p42_ms'"):
+    with pytest.raises(ValueError, match="unknown metric 'p42_ttft_ms'"):
         plots.plot_latency_throughput(conc, stat="p42")
 
 
@@ -277,7 +277,7 @@ def test_compare_bars_values_and_ratios() -> None:
     fig = Figure()
     axes = plots.plot_compare(
         [base, new],
-        metrics=("output_throughput_tok_s", "ttft_p50_ms", "goodput_rps"),
+        metrics=("output_throughput_tok_s", "p50_ttft_ms", "goodput_rps"),
         axes=fig.subplots(1, 3),
     )
     assert len(axes) == 3
@@ -309,14 +309,14 @@ def test_compare_baseline_labels_and_missing_values() -> None:
 
 def test_compare_rejects_unknown_metric() -> None:
     before = plt.get_fignums()
-    with pytest.raises(ValueError, match="unknown metric 'p99_ttft_ms'.*ttft_p99_ms"):
+    with pytest.raises(ValueError, match="unknown metric 'p99_ttft_ms'.*p99_ttft_ms"):
         plots.plot_compare([_run("a", _records(0.1))], metrics=("p99_ttft_ms",))
     assert plt.get_fignums() == before  # nothing drawn
 
 
 def test_metric_names_and_labels() -> None:
     names = plots.metric_names()
-    assert "output_throughput_tok_s" in names and "e2el_p90_ms" in names
-    assert plots.metric_label("itl_mean_ms") == "mean ITL (ms)"
-    assert plots.metric_label("tpot_p99_ms") == "P99 TPOT (ms)"
+    assert "output_throughput_tok_s" in names and "p90_e2el_ms" in names
+    assert plots.metric_label("mean_itl_ms") == "mean ITL (ms)"
+    assert plots.metric_label("p99_tpot_ms") == "P99 TPOT (ms)"
     assert plots.load_label(LoadSpec(rate_rps=0.5, max_concurrency=2)) == "0.5 req/s"

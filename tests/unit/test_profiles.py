@@ -139,3 +139,18 @@ def test_detection_uses_nvidia_smi_and_profile_overrides(monkeypatch: pytest.Mon
     assert env.current_profile().model == "tiny-mistral"
     monkeypatch.setenv("PROFILE", "cpu-tiny")
     assert env.detect_profile_name() == "cpu-tiny"
+
+
+@pytest.mark.parametrize(("text", "version"), [
+    # the proprietary and the open kernel module, as /proc/driver/nvidia/version reads
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"
+     "GCC version:  gcc version 11.4.0 (Ubuntu 11.4.0-1ubuntu1~22.04)\n", "535.104.05"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build  "
+     "(dvs-builder@U16-I3-B03-4-3)  Sun Jul 27 06:54:38 UTC 2025\n", "580.65.06"),
+    ("", None),
+])
+def test_driver_version_from_proc(tmp_path, text, version) -> None:
+    path = tmp_path / "version"
+    path.write_text(text)
+    assert env.driver_version(path) == version
+    assert env.driver_version(tmp_path / "missing") is None

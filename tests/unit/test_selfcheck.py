@@ -424,7 +424,7 @@ def test_judge_send_lag_against_the_mean_ttft() -> None:
 
 
 @pytest.mark.parametrize(
-    ("ttft_mean_ms", "late"),
+    ("mean_ttft_ms", "late"),
     [
         (None, True),     # TTFT unknown: the 20 ms floor
         (0.0, True),
@@ -434,10 +434,10 @@ def test_judge_send_lag_against_the_mean_ttft() -> None:
         (1000.0, False),
     ],
 )
-def test_judge_send_threshold_has_a_floor(ttft_mean_ms: float | None, late: bool) -> None:
+def test_judge_send_threshold_has_a_floor(mean_ttft_ms: float | None, late: bool) -> None:
     sends = Dist.of([25.0] * 4)
-    limit = max(SEND_LAG_P50_MS, SEND_LAG_TTFT_SHARE * (ttft_mean_ms or 0.0))
-    reasons, notes = judge(ON_TIME, sends, None, ttft_mean_ms)
+    limit = max(SEND_LAG_P50_MS, SEND_LAG_TTFT_SHARE * (mean_ttft_ms or 0.0))
+    reasons, notes = judge(ON_TIME, sends, None, mean_ttft_ms)
     assert reasons == (
         [f"requests left late: send lag P50 25 ms > {limit:.0f} ms (P90 25 ms over 4 requests)"]
         if late else []

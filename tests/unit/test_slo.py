@@ -50,7 +50,7 @@ def test_spec_needs_an_objective_and_enough_requests_for_a_p99():
         _spec(confirm=[1.0])
     assert MIN_REQUESTS == 300
     assert _spec(slo=SLO(ttft_ms=500, tpot_ms=50), percentile=90).objectives == {
-        "ttft_p90_ms": 500, "tpot_p90_ms": 50}
+        "p90_ttft_ms": 500, "p90_tpot_ms": 50}
 
 
 def test_next_level_brackets_by_the_factor_then_bisects_to_the_tolerance():

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vllm_course import experiment
+from vllm_course import experiment, workload
 from vllm_course.config import FileWorkload, LoadSpec, RunConfig, ServerConfig, TraceWorkload
 from vllm_course.experiment import (
     check_max_model_len,
@@ -256,3 +256,27 @@ def test_trace_replay_passes_the_timestamps_as_offsets(
     asyncio.run(run_experiment(poisson, tmp_path, pool=pool, on_chunk=hook))
     assert seen["offsets"] is None
     assert seen["on_chunk"] is hook   # the chunk hook reaches the measurement untouched
+
+
+def test_requests_handed_in_are_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the CLI reads the workload before starting a server and passes the requests on
+    seen = {}
+
+    async def fake_measure(config, server, requests, *args):
+        seen["requests"] = requests
+        return "result"
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("the workload was read again")
+
+    config = _trace_config(tmp_path)
+    requests = load_requests(config.workload, "tiny-mistral", "completions")[:3]
+    monkeypatch.setattr(experiment, "_measure", fake_measure)
+    monkeypatch.setattr(workload, "load_requests", no_read)
+    assert asyncio.run(run_experiment(config, tmp_path, pool=_Pool(4096),
+                                      requests=requests)) == "result"
+    assert seen["requests"] == requests
+    with pytest.raises(AssertionError, match="read again"):
+        asyncio.run(run_experiment(config, tmp_path, pool=_Pool(4096)))

@@ -115,8 +115,8 @@ class _Run:
             p for p in (series.points if series else [])
             if p.t_s >= 0 and (duration is None or p.t_s <= duration)
         ]
-        self.max_num_seqs = self.facts.get("max_num_seqs")
-        self.budget = self.facts.get("max_num_batched_tokens")
+        self.max_num_seqs = self.facts.max_num_seqs
+        self.budget = self.facts.max_num_batched_tokens
 
     def metric(self, name: str) -> float | None:
         return None if self.m is None else getattr(self.m, name)
@@ -222,7 +222,7 @@ def _kv_exhausted(run: _Run) -> Finding | None:
     usage = ("KV cache usage was not sampled during the run" if peak is None else
              f"KV cache usage peak {_pct(peak):.1f}%, mean "
              f"{_fmt(_pct(run.metric('kv_cache_usage_mean')), '.1f', '%')} (sampled)")
-    tokens = run.facts.get("kv_cache_tokens")
+    tokens = run.facts.kv_cache_tokens
     return Finding(
         key="kv_cache_exhausted",
         title="KV cache exhausted",
@@ -294,7 +294,7 @@ def _pinned(run: _Run) -> tuple[float, float] | None:
 def _concurrency_cap(run: _Run) -> Finding | None:
     cap, peak = run.max_num_seqs, run.metric("kv_cache_usage_peak")
     running, waiting = run.metric("running_time_avg"), run.metric("waiting_time_avg")
-    source = run.facts.get("max_num_seqs_source") or "?"
+    source = run.facts.max_num_seqs_source or "?"
     if not cap or (peak is not None and peak >= KV_FREE):
         return None
     if running is not None and waiting is not None:

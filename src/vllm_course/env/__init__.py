@@ -19,6 +19,7 @@ from vllm_course.env.machine import (
     cpu_model,
     current_profile,
     detect_profile_name,
+    driver_version,
     facts,
     gpu_info,
     gpus,
@@ -34,6 +35,7 @@ from vllm_course.env.profile import Profile, load_profile, profile_names
 __all__ = [
     "BROKEN_BESIDE_CPU_TORCH", "GPU_PROFILES", "GPU_QUERY", "GPUInfo", "Profile",
     "broken_packages", "cpu_flags", "cpu_model", "current_profile", "detect_profile_name",
+    "driver_version",
     "facts", "gpu_info", "gpus", "hardware", "load_profile", "memory_available_bytes",
     "parse_gpu_query", "profile_for_gpus", "profile_names", "vllm_build", "vllm_version",
 ]

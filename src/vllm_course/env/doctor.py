@@ -12,8 +12,6 @@ import importlib.util
 import os
 import platform
 import re
-import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -103,25 +101,6 @@ def torch_version() -> str | None:
         return None
     match = re.search(r"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", text, re.M)
     return match.group(1) if match else None
-
-
-def nvidia_gpus() -> list[str] | None:
-    """``name, driver, memory`` per GPU from ``nvidia-smi``; ``None`` if it is missing or fails."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    try:
-        out = subprocess.run(
-            [exe, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
-    return lines or None
 
 
 def profile_reason(name: str, gpus: Sequence[machine.GPUInfo]) -> str:
@@ -245,9 +224,11 @@ def diagnose() -> Report:
         ("vLLM", f"{version} ({build} build)" if version else "not installed"),
         ("torch", torch or "not installed"),
     ]
-    gpus = nvidia_gpus()
-    if gpus:
-        facts += [(f"GPU {i}", g) for i, g in enumerate(gpus)]
+    found = machine.gpu_info()
+    if found:
+        driver = machine.driver_version()
+        facts += [(f"GPU {i}", f"{g.name}, {g.memory_gib:.1f} GiB"
+                   + (f", driver {driver}" if driver else "")) for i, g in enumerate(found)]
     else:
         facts.append(("GPU", "no GPU"))
         flags = machine.cpu_flags()
@@ -259,7 +240,6 @@ def diagnose() -> Report:
             )
         )
     facts.append(("free memory", _gib(machine.memory_available_bytes())))
-    found = machine.gpu_info()
     facts.append(("profile", f"{profile} ({profile_reason(profile, found)})"))
     facts.append(("course home", str(models.course_home())))
     facts += [(f"card {name}", _card_status(name)) for name in models.CARDS]

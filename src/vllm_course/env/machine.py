@@ -119,6 +119,20 @@ def gpu_info() -> tuple[GPUInfo, ...]:
     return tuple(parse_gpu_query(out.stdout))
 
 
+DRIVER_VERSION_FILE = Path("/proc/driver/nvidia/version")
+
+
+def driver_version(path: Path = DRIVER_VERSION_FILE) -> str | None:
+    """The loaded NVIDIA kernel driver's version (e.g. ``580.65.06``), read from
+    ``/proc/driver/nvidia/version``; ``None`` without an NVIDIA driver."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    match = re.search(r"Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)?)\s", text)
+    return match.group(1) if match else None
+
+
 def profile_for_gpus(found: Sequence[GPUInfo]) -> tuple[str, str]:
     """The profile for these GPUs and why: the first row of :data:`GPU_PROFILES` that GPU 0 (the
     one vLLM uses by default) matches, ``gpu`` for any other NVIDIA GPU, ``cpu-tiny`` for none.

@@ -133,7 +133,7 @@ class ClientChecks(BaseModel):
 
 
 def judge(
-    loop_lag_ms: Dist, send_lag_ms: Dist, cpu_cores: float | None, ttft_mean_ms: float | None
+    loop_lag_ms: Dist, send_lag_ms: Dist, cpu_cores: float | None, mean_ttft_ms: float | None
 ) -> tuple[list[str], list[str]]:
     """Apply the thresholds to a run's self-check statistics.
 
@@ -142,7 +142,7 @@ def judge(
         send_lag_ms: send lag per request (ms).
         cpu_cores: the client's CPU use (cores), or ``None`` if not measured (lateness alone
             then decides).
-        ttft_mean_ms: the run's mean TTFT (ms), for the send-lag threshold; ``None`` if unknown.
+        mean_ttft_ms: the run's mean TTFT (ms), for the send-lag threshold; ``None`` if unknown.
 
     Returns:
         ``(reasons, notes)``: the client limited the run if ``reasons`` is not empty.
@@ -154,7 +154,7 @@ def judge(
             f"event-loop lag P90 {lag.p90:.0f} ms > {LOOP_LAG_P90_MS:.0f} ms "
             f"(P99 {lag.p99:.0f} ms, max {lag.max:.0f} ms over {lag.n} probes)"
         )
-    send_limit = max(SEND_LAG_P50_MS, SEND_LAG_TTFT_SHARE * (ttft_mean_ms or 0.0))
+    send_limit = max(SEND_LAG_P50_MS, SEND_LAG_TTFT_SHARE * (mean_ttft_ms or 0.0))
     if send.p50 is not None and send.p50 > send_limit:
         late.append(
             f"requests left late: send lag P50 {send.p50:.0f} ms > {send_limit:.0f} ms "
@@ -225,8 +225,8 @@ def client_checks(
     ])
     lag = Dist.of(list(lags_ms))
     ttfts = [t for r in records if not r.warmup and (t := ttft_s(r)) is not None]
-    ttft_mean_ms = 1000.0 * sum(ttfts) / len(ttfts) if ttfts else None
-    reasons, notes = judge(lag, send_lag, cpu_cores, ttft_mean_ms)
+    mean_ttft_ms = 1000.0 * sum(ttfts) / len(ttfts) if ttfts else None
+    reasons, notes = judge(lag, send_lag, cpu_cores, mean_ttft_ms)
     return ClientChecks(
         loop_lag_ms=lag,
         send_lag_ms=send_lag,

@@ -80,7 +80,7 @@ class PoolBroker:
             "base_url": server.base_url,
             "pid": server.proc.pid,
             "log_path": str(server.log_path),
-            "facts": vars(server.facts),
+            "facts": server.facts.model_dump(),
         }
 
     def release(self, body: dict) -> dict:
@@ -146,7 +146,7 @@ class RemoteServer:
         self.base_url = reply["base_url"]
         self.proc = _Proc(int(reply["pid"]))
         self.log_path = Path(reply["log_path"])
-        self.facts = StartupFacts(**reply["facts"])
+        self.facts = StartupFacts.model_validate(reply["facts"])
 
     def alive(self) -> bool:
         """True while the server's process runs (it belongs to the broker's owner)."""

@@ -32,6 +32,7 @@ from vllm_course.server.failures import (
     tail,
 )
 from vllm_course.server.flags import check_flags, check_values
+from vllm_course.server.groups import stop_group
 from vllm_course.server.startup import (
     StartupFacts,
     default_max_num_batched_tokens,
@@ -285,17 +286,7 @@ class VLLMServer:
         if proc is None:
             return
         try:
-            _kill_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                pass
-            _kill_group(proc.pid, signal.SIGKILL)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-            _wait_group_gone(proc.pid, 10.0)
+            stop_group(proc.pid, timeout_s, leader=proc)
         finally:
             registry.unregister(proc.pid)
 
@@ -308,26 +299,6 @@ class VLLMServer:
     def __repr__(self) -> str:
         state = "running" if self.alive() else "stopped"
         return f"VLLMServer({self.config.model!r}, {self.base_url}, {state})"
-
-
-def _kill_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _wait_group_gone(pgid: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        except PermissionError:
-            return
-        time.sleep(0.1)
-    _kill_group(pgid, signal.SIGKILL)
 
 
 async def reset_prefix_cache(base_url: str, *, wait_s: float = 10.0) -> None:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 from pathlib import Path
 
 import psutil
 
 from vllm_course import models
+from vllm_course.server.groups import stop_group
 
 
 def _dir() -> Path:
@@ -112,15 +112,6 @@ def stop(pid: int, timeout_s: float = 20.0) -> bool:
     entry = next((e for e in entries() if e["pid"] == pid), None)
     if entry is None:
         return False
-    for sig, wait in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and _alive(pid):
-            time.sleep(0.2)
-        if not _alive(pid):
-            break
+    stop_group(pid, timeout_s)
     unregister(pid)
     return True

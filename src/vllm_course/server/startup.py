@@ -4,11 +4,11 @@ vLLM's own defaults for the batch limits where the log does not say them."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
 
 
-@dataclass
-class StartupFacts:
+class StartupFacts(BaseModel):
     """What the server said about itself while starting.
 
     Attributes:
@@ -30,6 +30,8 @@ class StartupFacts:
             it).
         max_num_seqs_source: ``"flag"`` or ``"vLLM default"``.
     """
+
+    model_config = ConfigDict(extra="ignore")
 
     vllm_version: str | None = None
     kv_cache_tokens: int | None = None

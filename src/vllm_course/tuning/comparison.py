@@ -65,7 +65,7 @@ class CompareSpec(SettingsSpec):
         baseline: the label ratios are relative to (default: the first).
         repeats: runs per setting, at least 3 (two give no usable spread).
         metrics: names from :func:`~vllm_course.plots.metric_names` (tok/s, req/s, or latency
-            statistics in ms such as ``ttft_p99_ms``).
+            statistics in ms such as ``p99_ttft_ms``).
         method: ``welch`` or ``bootstrap`` (:mod:`~vllm_course.tuning.stats`).
         confidence: family-wise confidence over all comparisons (Bonferroni).
     """
@@ -74,7 +74,7 @@ class CompareSpec(SettingsSpec):
     baseline: str | None = None
     repeats: int = 3
     metrics: list[str] = Field(default_factory=lambda: ["output_throughput_tok_s",
-                                                        "ttft_p99_ms", "tpot_p99_ms"])
+                                                        "p99_ttft_ms", "p99_tpot_ms"])
     method: stats.Method = "welch"
     confidence: float = Field(0.95, gt=0.5, lt=1)
 

@@ -211,8 +211,8 @@ class SweepResult(BaseModel):
 
     def _repr_html_(self) -> str:
         head = f"<b>Sweep {self.spec.name}</b> <small>{self.path or ''}</small><br>{self.plan}"
-        cols = ["setting", self.spec.level_kind, "output_throughput_tok_s", "ttft_p99_ms",
-                "tpot_p99_ms", "goodput_rps", "cached"]
+        cols = ["setting", self.spec.level_kind, "output_throughput_tok_s", "p99_ttft_ms",
+                "p99_tpot_ms", "goodput_rps", "cached"]
         return head + self.to_dataframe()[cols].to_html(index=False, float_format="{:,.1f}".format)
 
 

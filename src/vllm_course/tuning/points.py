@@ -53,11 +53,11 @@ def estimate_start_s(device: str = "cpu", eager: bool = False) -> float:
 
 def point_seconds(elapsed_s: float, result: RunResult, started_server: bool) -> float:
     """Seconds a point's own run took, for the ETA: ``elapsed_s`` less its server's start
-    (``result.startup["ready_s"]``, s) when this point started that server. The ETA rescales
+    (``result.startup.ready_s``, s) when this point started that server. The ETA rescales
     the point estimates by measured point times, so a 30-50 s start counted in a ~3 s point
     would inflate every later estimate ~10x."""
     if started_server:
-        elapsed_s -= result.startup.get("ready_s") or 0.0
+        elapsed_s -= result.startup.ready_s or 0.0
     return max(elapsed_s, 0.0)
 
 
@@ -125,8 +125,8 @@ def point_row(result: RunResult | None, **fields: Any) -> dict[str, Any]:
         duration_s=s.duration_s if s else None,
     )
     for name in ("request_throughput_rps", "output_throughput_tok_s", "total_throughput_tok_s",
-                 "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms",
-                 "e2el_p50_ms", "e2el_p99_ms", "goodput_rps"):
+                 "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms", "p99_itl_ms",
+                 "p50_e2el_ms", "p99_e2el_ms", "goodput_rps"):
         row[name] = plots.metric_value(s, name)
     row["preemptions"] = m.preemptions if m else None
     row["kv_cache_usage_peak"] = m.kv_cache_usage_peak if m else None
@@ -178,8 +178,8 @@ def _measured_start(configs, label, profile_args, cache) -> float | None:
     for other_label, config in configs:
         if other_label == label:
             hit = cache.get(config, profile_args)
-            if hit is not None and hit.startup.get("ready_s"):
-                return float(hit.startup["ready_s"])
+            if hit is not None and hit.startup.ready_s:
+                return float(hit.startup.ready_s)
     return None
 
 

@@ -133,9 +133,9 @@ class SLOSearchSpec(ExperimentSpec):
 
     @property
     def objectives(self) -> dict[str, float]:
-        """``{metric name: limit in ms}``, e.g. ``{"ttft_p99_ms": 1000.0}``."""
+        """``{metric name: limit in ms}``, e.g. ``{"p99_ttft_ms": 1000.0}``."""
         slo = self.slo.model_dump() if self.slo else {}
-        return {f"{k.removesuffix('_ms')}_p{self.percentile}_ms": v
+        return {f"p{self.percentile}_{k.removesuffix('_ms')}_ms": v
                 for k, v in slo.items() if v is not None}
 
     def point_config(self, level: float, seed_offset: int = 0) -> RunConfig:
@@ -185,7 +185,7 @@ class SLOPoint(BaseModel):
     Attributes:
         level: req/s or requests in flight.
         passed: every request succeeded and every objective held.
-        values: the objectives' measured values in ms (e.g. ``{"ttft_p99_ms": 812.0}``).
+        values: the objectives' measured values in ms (e.g. ``{"p99_ttft_ms": 812.0}``).
         goodput_rps: requests/s that met the per-request SLO.
         phase: ``search`` or ``confirm``.
         cached, path: read from the cache; the run folder.
@@ -298,7 +298,7 @@ class SLOSearchResult(BaseModel):
 
 
 def _pretty(metric: str) -> str:
-    name, stat, _ = metric.split("_")
+    stat, name, _ = metric.split("_")
     return f"{stat.upper()} {name.upper()}"
 
 
