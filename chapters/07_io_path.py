@@ -132,8 +132,8 @@ nb.check(served["count"] == tok.prompt_len(text, "completions"),
 import json
 
 from vllm_course import SyntheticWorkload
-from vllm_course.loadgen import client as course_client
 from vllm_course import workload as wl
+from vllm_course.loadgen import client as course_client
 
 one = wl.synthesize(SyntheticWorkload(num_requests=1, input_len=16, output_len=4, seed=70),
                     tok)[0]

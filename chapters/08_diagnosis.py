@@ -104,7 +104,14 @@ MODEL = profile.model
 # %%
 import time
 
-from vllm_course import LoadSpec, RunConfig, ServerConfig, SyntheticWorkload, diagnose, run_experiment
+from vllm_course import (
+    LoadSpec,
+    RunConfig,
+    ServerConfig,
+    SyntheticWorkload,
+    diagnose,
+    run_experiment,
+)
 from vllm_course.models import CARDS
 
 LIMITS = ServerConfig(model=MODEL, args={
@@ -203,9 +210,8 @@ plots.plot_timeseries(budget)[0].figure.suptitle("long-prompts: about 64 tokens 
 # The server log says chunked prefill is on and with which budget (vLLM prints it at startup):
 
 # %%
-from pathlib import Path
-
 import re
+from pathlib import Path
 
 log = re.sub(r"\x1b\[[0-9;]*m", "", (Path(budget.path) / "server.log").read_text())   # no colours
 print(*[line.strip()[-100:] for line in log.splitlines() if "hunked prefill" in line][:2], sep="\n")

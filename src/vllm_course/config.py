@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal, Union
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Scalar = Union[bool, int, float, str, None]
+Scalar = bool | int | float | str | None
 Endpoint = Literal["completions", "chat"]
 
 
@@ -151,7 +151,7 @@ class TraceWorkload(_Frozen):
         return "azure" if self.path.suffix.lower() == ".csv" else "mooncake"
 
 
-WorkloadSpec = Union[SyntheticWorkload, FileWorkload, TraceWorkload]
+WorkloadSpec = SyntheticWorkload | FileWorkload | TraceWorkload
 
 
 class LoadSpec(_Frozen):

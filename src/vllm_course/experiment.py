@@ -11,6 +11,7 @@ import json
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -62,7 +63,7 @@ def cross_checks(
     self-check verdict (a warning when the client limited the run).
     """
     measured = [r for r in records if not r.warmup]
-    client_tokens = sum(r.output_tokens if r.success else sum(r.chunk_tokens) for r in measured)
+    client_tokens = sum(_tokens_received(r) for r in measured)
     mismatches = sum(
         1
         for r in measured
@@ -251,8 +252,9 @@ async def run_experiment(
 
     While the run goes on, ``/metrics`` and hardware telemetry are sampled every
     ``sample_interval_s`` seconds (``timeseries.json``) and the client checks itself (event-loop
-    lag, send lag, CPU; :mod:`vllm_course.loadgen.selfcheck`). ``on_chunk`` is called with a request's
-    record after each token-carrying chunk (it runs on the timing event loop: keep it cheap).
+    lag, send lag, CPU; :mod:`vllm_course.loadgen.selfcheck`). ``on_chunk`` is called with a
+    request's record after each token-carrying chunk (it runs on the timing event loop: keep it
+    cheap).
     ``requests``: what :func:`preflight` returned for this config, when the caller checked the
     workload before starting the server (the CLI does): it is then not read a second time.
 
@@ -309,8 +311,43 @@ async def _measure(
     offsets: list[float] | None = None,
     on_chunk: ChunkHook | None = None,
 ) -> RunResult:
-    sink_path = run_dir / "requests.jsonl"
-    sink_file = sink_path.open("w")
+    """Measure one run on a started server and save it in ``run_dir`` (see
+    :func:`run_experiment`): probes around the load, then the result built from what they saw."""
+    result, sampler, lag = await _run_with_probes(
+        config, server, requests, warmups, run_dir,
+        _RunHooks(progress=progress, offsets=offsets, on_chunk=on_chunk,
+                  sample_interval_s=sample_interval_s))
+    run = _build_result(config, server, result, sampler, lag, run_dir)
+    run.save(run_dir)
+    if not server.alive():
+        try:
+            server.check_alive()
+        except ServerError as exc:
+            raise ServerError(
+                f"{exc.args[0].splitlines()[0]}\npartial results saved in {run_dir}",
+                cause="crashed",
+                log_tail=exc.log_tail,
+                log_path=exc.log_path,
+            ) from None
+    return run
+
+
+@dataclass(frozen=True)
+class _RunHooks:
+    """How :func:`_run_with_probes` sends and watches (see :func:`run_experiment`)."""
+
+    progress: ProgressFn | None = None
+    offsets: list[float] | None = None
+    on_chunk: ChunkHook | None = None
+    sample_interval_s: float = 1.0
+
+
+async def _run_with_probes(config: RunConfig, server: VLLMServer, requests, warmups,
+                           run_dir: Path, hooks: _RunHooks):
+    """Reset the prefix cache, warm up, and send the requests while ``/metrics``, telemetry and
+    the client's own event loop are watched; each finished record is appended to
+    ``requests.jsonl`` at once. Returns ``(LoadResult, Sampler, LoopLagMonitor)``."""
+    sink_file = (run_dir / "requests.jsonl").open("w")
 
     def sink(record: RequestRecord) -> None:
         sink_file.write(json.dumps(record.to_dict()) + "\n")
@@ -327,29 +364,33 @@ async def _measure(
         if warmups:
             async with httpx.AsyncClient(base_url=server.base_url, timeout=load.timeout_s) as c:
                 await warm_up(c, warmups, load, config.server.model)
-        async with Sampler(server.base_url, sample_interval_s, telemetry) as sampler:
+        async with Sampler(server.base_url, hooks.sample_interval_s, telemetry) as sampler:
             async with LoopLagMonitor() as lag:
                 result = await run_load(
-                    server.base_url,
-                    config.server.model,
-                    requests,
-                    load,
-                    progress=progress,
-                    sink=sink,
-                    should_stop=should_stop,
-                    offsets_s=offsets,
-                    on_chunk=on_chunk,
+                    server.base_url, config.server.model, requests, load,
+                    progress=hooks.progress, sink=sink, should_stop=should_stop,
+                    offsets_s=hooks.offsets, on_chunk=hooks.on_chunk,
                 )
             if server.alive():
                 # the final scrape waits until the server has counted what the client received
-                sampler.expect_generation_tokens = sum(
-                    r.output_tokens if r.success else sum(r.chunk_tokens) for r in result.records
-                )
+                sampler.expect_generation_tokens = sum(_tokens_received(r) for r in result.records)
     finally:
         sink_file.close()
         telemetry.close()
         if server.log_path != run_dir / "server.log" and server.log_path.exists():
             shutil.copyfile(server.log_path, run_dir / "server.log")
+    return result, sampler, lag
+
+
+def _tokens_received(r: RequestRecord) -> int:
+    """Output tokens the client received for a request (usage, or the chunks of a failed one)."""
+    return r.output_tokens if r.success else sum(r.chunk_tokens)
+
+
+def _build_result(config: RunConfig, server: VLLMServer, result, sampler: Sampler,
+                  lag: LoopLagMonitor, run_dir: Path) -> RunResult:
+    """The run's :class:`RunResult` from what the client and the probes saw; writes
+    ``timeseries.json`` and the PNG plots beside it."""
     # Little's law needs the span in which the server could hold requests: from the first send
     # (a client held up at the start sends late, and the server idles until then) to the end
     sent = [r.sent_s for r in result.records if r.sent_s is not None]
@@ -369,7 +410,7 @@ async def _measure(
         summary = metrics.summarize(records, config.slo, result.duration_s)
     if any(r.success for r in records):
         plots.save_latency_png(records, str(run_dir / "latency.png"), title=config.name)
-    run = RunResult(
+    return RunResult(
         name=config.name,
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         config=config,
@@ -383,15 +424,3 @@ async def _measure(
         stopped_early=result.stopped_early,
         path=str(run_dir),
     )
-    run.save(run_dir)
-    if not server.alive():
-        try:
-            server.check_alive()
-        except ServerError as exc:
-            raise ServerError(
-                f"{exc.args[0].splitlines()[0]}\npartial results saved in {run_dir}",
-                cause="crashed",
-                log_tail=exc.log_tail,
-                log_path=exc.log_path,
-            ) from None
-    return run

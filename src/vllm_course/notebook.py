@@ -8,9 +8,9 @@ A chapter starts with::
 
 scales its workloads with ``nb.scaled(full=400, ci=60)`` (``COURSE_SIZE=ci`` in CI), runs real
 experiments with ``await run_experiment(...)`` (servers come from the kernel's pool, or from the
-CI job's broker when ``VLLM_COURSE_POOL`` is set: see :mod:`vllm_course.server.broker`), and states each
-claim of "what you should see" as ``nb.check(condition, "claim", evidence)``: a chapter that runs
-but shows nonsense fails in CI.
+CI job's broker when ``VLLM_COURSE_POOL`` is set: see :mod:`vllm_course.server.broker`), and
+states each claim of "what you should see" as ``nb.check(condition, "claim", evidence)``: a
+chapter that runs but shows nonsense fails in CI.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ def setup(quiet: bool = False) -> Profile:
         print(
             f"profile {profile.name} ({profile.device}), model {profile.model}, "
             f"vLLM {version or 'NOT INSTALLED'} ({build or '?'} build), size {size()}, "
-            + (f"servers from the CI broker at {broker}" if broker else "servers owned by this kernel")
+            + (f"servers from the CI broker at {broker}" if broker
+               else "servers owned by this kernel")
         )
         if profile.status != "measured":
             print(f"note: {profile.description}. The chapters' expected numbers come from the "

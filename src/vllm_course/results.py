@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,12 @@ class Checks(BaseModel):
     server_ttft_mean_ms: float | None = None
     ttft_gap_ms: float | None = None
     warnings: list[str] = Field(default_factory=list)
+
+
+HTML_ROWS: list[Callable[[RunResult], tuple[str, str] | None]] = []
+"""Extra ``(label, value)`` rows for a run's HTML table, registered by the layers above that read
+runs (``vllm_course.diagnosis`` adds its verdict): a result shows them without importing them,
+so the dependency stays one way. A row that raises ``OSError`` or ``ValueError`` is left out."""
 
 
 class RunResult(BaseModel):
@@ -111,69 +118,13 @@ class RunResult(BaseModel):
 
     def rows(self) -> list[tuple[str, str]]:
         """(label, value) pairs for the one-screen report."""
-        s = self.summary
-        out: list[tuple[str, str]] = []
-        if s is None:
+        if self.summary is None:
             return [("status", self.stopped_early or "no summary")]
-        out += [
-            ("requests", f"{s.completed} completed, {s.failed} failed, in {s.duration_s:.1f} s"),
-            (
-                "throughput",
-                f"{s.request_throughput_rps:.2f} req/s, {s.output_throughput_tok_s:,.0f} "
-                f"output tok/s, {s.total_throughput_tok_s:,.0f} total tok/s",
-            ),
-            ("peak output", f"{s.peak_output_tok_s:,.0f} tok/s (1-s buckets)"),
-        ]
-        for label, dist in (
-            ("TTFT", s.ttft_ms),
-            ("TPOT", s.tpot_ms),
-            ("ITL", s.itl_ms),
-            ("E2EL", s.e2el_ms),
-        ):
-            if dist.n:
-                out.append(
-                    (
-                        f"{label} ms",
-                        f"mean {dist.mean:.1f}  P50 {dist.p50:.1f}  "
-                        f"P90 {dist.p90:.1f}  P99 {dist.p99:.1f}  (n={dist.n})",
-                    )
-                )
-        for error, count in sorted(s.errors.items(), key=lambda kv: -kv[1])[:3]:
-            out.append(("failed", f"{count} x {error}"))
-        if s.goodput_rps is not None:
-            out.append(
-                (
-                    "goodput",
-                    f"{s.goodput_rps:.2f} req/s ({s.good_requests} of "
-                    f"{s.num_requests} requests met the SLO)",
-                )
-            )
-        def num(v: float | None, fmt: str = ".0f") -> str:
-            return "n/a" if v is None else format(v, fmt)
-
-        m = self.server_metrics
-        if m is not None:
-
-            out.append(("server", f"peak running {num(m.num_requests_running_peak)}, waiting "
-                                  f"{num(m.num_requests_waiting_peak)}, KV cache "
-                                  f"{num(m.kv_cache_usage_peak, '.1%')}, preemptions "
-                                  f"{num(m.preemptions)}, {num(m.tokens_per_step_mean, '.1f')} "
-                                  "tokens/step"))
-            ttft = m.latency_ms.get("ttft")
-            if ttft is not None and ttft.count:
-                out.append(("server TTFT", f"mean {num(ttft.mean, '.1f')} ms, P99 ~"
-                                           f"{num(ttft.p99, '.0f')} ms (histogram buckets)"))
-        c = self.client
-        if c is not None:
-            out.append(("client", f"loop lag P90 {num(c.loop_lag_ms.p90, '.1f')} ms, send lag "
-                                  f"P50 {num(c.send_lag_ms.p50, '.1f')} ms, CPU "
-                                  f"{num(c.cpu_cores, '.2f')} cores"))
-            out += [("note", note) for note in c.notes]
+        out = _client_rows(self.summary) + _server_rows(self.server_metrics, self.client)
         if self.startup.kv_cache_tokens:
             out.append(("KV cache", f"{self.startup.kv_cache_tokens:,} tokens "
                                     f"(vLLM {self.startup.vllm_version})"))
-        for warning in self.checks.warnings if self.checks else []:
-            out.append(("warning", warning))
+        out += [("warning", w) for w in (self.checks.warnings if self.checks else [])]
         if self.stopped_early:
             out.append(("stopped early", self.stopped_early))
         return out
@@ -210,13 +161,64 @@ class RunResult(BaseModel):
         return rows
 
     def _repr_html_(self) -> str:
-        # only the run's own numbers: the diagnosis of a run is diagnose(result), which renders
-        # itself too (results sit below diagnosis, which reads them)
         rows = self.compact()
+        for extra in HTML_ROWS:
+            try:
+                row = extra(self)
+            except (OSError, ValueError):
+                row = None
+            if row is not None:
+                rows.append(row)
         head = "".join(f"<th>{html.escape(k)}</th>" for k, _ in rows)
         cells = "".join(f"<td>{html.escape(v)}</td>" for _, v in rows)
         return (f"<b>Run {html.escape(self.name)}</b> <small>{html.escape(self.path or '')}</small>"
                 f"<table><tr>{head}</tr><tr>{cells}</tr></table>")
+
+
+def _num(v: float | None, fmt: str = ".0f") -> str:
+    return "n/a" if v is None else format(v, fmt)
+
+
+def _client_rows(s: RunSummary) -> list[tuple[str, str]]:
+    """The report's rows on what the client measured."""
+    out = [
+        ("requests", f"{s.completed} completed, {s.failed} failed, in {s.duration_s:.1f} s"),
+        ("throughput", f"{s.request_throughput_rps:.2f} req/s, {s.output_throughput_tok_s:,.0f} "
+                       f"output tok/s, {s.total_throughput_tok_s:,.0f} total tok/s"),
+        ("peak output", f"{s.peak_output_tok_s:,.0f} tok/s (1-s buckets)"),
+    ]
+    for label, dist in (("TTFT", s.ttft_ms), ("TPOT", s.tpot_ms), ("ITL", s.itl_ms),
+                        ("E2EL", s.e2el_ms)):
+        if dist.n:
+            out.append((f"{label} ms", f"mean {dist.mean:.1f}  P50 {dist.p50:.1f}  "
+                                       f"P90 {dist.p90:.1f}  P99 {dist.p99:.1f}  (n={dist.n})"))
+    for error, count in sorted(s.errors.items(), key=lambda kv: -kv[1])[:3]:
+        out.append(("failed", f"{count} x {error}"))
+    if s.goodput_rps is not None:
+        out.append(("goodput", f"{s.goodput_rps:.2f} req/s ({s.good_requests} of "
+                               f"{s.num_requests} requests met the SLO)"))
+    return out
+
+
+def _server_rows(m: ServerMetrics | None, c: ClientChecks | None) -> list[tuple[str, str]]:
+    """The report's rows on the server's metrics and the client's self-checks."""
+    out = []
+    if m is not None:
+        out.append(("server", f"peak running {_num(m.num_requests_running_peak)}, waiting "
+                              f"{_num(m.num_requests_waiting_peak)}, KV cache "
+                              f"{_num(m.kv_cache_usage_peak, '.1%')}, preemptions "
+                              f"{_num(m.preemptions)}, {_num(m.tokens_per_step_mean, '.1f')} "
+                              "tokens/step"))
+        ttft = m.latency_ms.get("ttft")
+        if ttft is not None and ttft.count:
+            out.append(("server TTFT", f"mean {_num(ttft.mean, '.1f')} ms, P99 ~"
+                                       f"{_num(ttft.p99, '.0f')} ms (histogram buckets)"))
+    if c is not None:
+        out.append(("client", f"loop lag P90 {_num(c.loop_lag_ms.p90, '.1f')} ms, send lag "
+                              f"P50 {_num(c.send_lag_ms.p50, '.1f')} ms, CPU "
+                              f"{_num(c.cpu_cores, '.2f')} cores"))
+        out += [("note", note) for note in c.notes]
+    return out
 
 
 def read_records(path: str | Path) -> list[RequestRecord]:

@@ -21,9 +21,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import DEFAULT, EAGER, ONE_SEQ
 
-from vllm_course import diagnosis as dg
 from vllm_course.cli import main
 from vllm_course.config import LoadSpec, RunConfig, ServerConfig, SyntheticWorkload
+from vllm_course.diagnosis import rules as dg
 from vllm_course.experiment import run_experiment
 from vllm_course.loadgen import selfcheck
 from vllm_course.models import CARDS

@@ -2,7 +2,8 @@
 
 A real vLLM server may put several tokens in one chunk (``--stream-interval``, or a stream whose
 reader fell behind); the client's count must survive that, and a client that drops or counts a
-token twice must be caught. Each case runs the real client (:func:`vllm_course.loadgen.client.send`) on a
+token twice must be caught. Each case runs the real client
+(:func:`vllm_course.loadgen.client.send`) on a
 fake stream, then breaks the record the way a faulty client would.
 """
 

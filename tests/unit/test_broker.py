@@ -101,5 +101,5 @@ def test_default_pool_borrows_when_the_variable_is_set(monkeypatch):
 
 
 def test_no_broker_at_the_address_says_what_to_do(monkeypatch):
-    with pytest.raises(RuntimeError, match=f"unset it"):
+    with pytest.raises(RuntimeError, match="unset it"):
         RemotePool("http://127.0.0.1:9")

@@ -1,4 +1,4 @@
-"""``vllm_course.loadgen.client``: one streamed request folded into a RequestRecord, against fake SSE."""
+"""``vllm_course.loadgen.client``: one streamed request folded into a RequestRecord (fake SSE)."""
 
 from __future__ import annotations
 

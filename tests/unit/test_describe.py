@@ -1,4 +1,4 @@
-"""``vllm_course.workload.stats`` and ``vllm-course workload describe`` on tiny files (no server)."""
+"""``vllm_course.workload.stats`` and ``vllm-course workload describe`` on tiny files."""
 
 from __future__ import annotations
 

@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 import vllm_course
-from vllm_course import diagnosis as dg
 from vllm_course import metrics
 from vllm_course.cli import main
 from vllm_course.config import SLO, LoadSpec, RunConfig
 from vllm_course.diagnosis import Diagnosis, Finding, diagnose
+from vllm_course.diagnosis import rules as dg
 from vllm_course.loadgen.selfcheck import ClientChecks, client_checks
 from vllm_course.metrics import Dist
 from vllm_course.prom import HistogramStats, ServerMetrics, TimePoint, TimeSeries

@@ -1,4 +1,4 @@
-"""``vllm_course.loadgen.selfcheck``: event-loop lag, client CPU, send lag vs slot wait, the verdict."""
+"""``vllm_course.loadgen.selfcheck``: event-loop lag, client CPU, send lag vs slot wait, verdict."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``vllm_course.env.telemetry``: a process tree's CPU use, and NVML readings through a fake pynvml."""
+"""``vllm_course.env.telemetry``: a process tree's CPU use, NVML readings through a fake pynvml."""
 
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ KV cache (``vllm/v1/core/kv_cache_utils.py``).
 Rules, in the order they are checked (thresholds are the module constants):
 
 1. **client saturated** (client / I/O path): the client's self-checks crossed a threshold
-   (:mod:`vllm_course.loadgen.selfcheck`: client CPU > 0.9 cores, or event-loop lag P90 > 20 ms or send
-   lag P50 > 20 ms while the client used >= 0.5 cores). Checked first: a late client distorts
-   every other number.
+   (:mod:`vllm_course.loadgen.selfcheck`: client CPU > 0.9 cores, or event-loop lag P90 > 20 ms
+   or send lag P50 > 20 ms while the client used >= 0.5 cores). Checked first: a late client
+   distorts every other number.
 2. **KV cache exhausted** (memory): preemptions > 0 (a counter). The V1 scheduler preempts only
    when a running request cannot get a new KV block (``v1/core/sched/scheduler.py``), so one
    preemption proves the cache was full at that moment; the sampled KV usage peak (it should
@@ -53,123 +53,26 @@ from pathlib import Path
 
 import numpy as np
 
+from vllm_course.diagnosis.evidence import _fmt, _pct, _Run
 from vllm_course.diagnosis.report import Diagnosis, Finding
+from vllm_course.diagnosis.thresholds import (
+    BUDGET_SHARE,
+    BUSY_SHARE,
+    CAP_MEAN_SHARE,
+    FULL_BATCH_SHARE,
+    ITL_SPREAD,
+    KV_FREE,
+    LONG_PROMPT_TOKENS,
+    PINNED_SHARE,
+    QUEUE_MEAN,
+    QUEUE_WAIT_MS,
+    SLOT_WAIT_SHARE,
+    STALL_FACTOR,
+    STALL_SHARE,
+    STALLS_MIN_SHARE,
+)
 from vllm_course.loadgen import selfcheck
-from vllm_course.records import RequestRecord
 from vllm_course.results import RunResult
-
-KV_FULL = 0.90
-"""KV cache usage peak (fraction) at or above which the cache counts as full."""
-KV_FREE = 0.80
-"""KV cache usage peak (fraction) below which memory was not what limited the batch."""
-BUDGET_SHARE = 0.80
-"""Mean tokens per step at or above this share of ``max_num_batched_tokens``: budget saturated."""
-PINNED_SHARE = 0.50
-"""Share of in-run samples with running at ``max_num_seqs`` for the cap to count as reached."""
-ITL_SPREAD = 3.0
-"""ITL P99 / P50 at or above this means decode is stalled now and then."""
-STALL_FACTOR = 4.0
-"""A gap between chunks longer than this times the median gap is a decode stall."""
-STALL_SHARE = 0.50
-"""Share of decode stalls that must overlap a long prefill for prefill interference."""
-STALLS_MIN_SHARE = 0.05
-"""Decode stalls must be at least this share of all gaps between chunks (they reach the P95 ITL):
-on the H200 a light run with 1.3 % stalls (ITL P99 4.3x P50) met every SLO."""
-LONG_PROMPT_TOKENS = 512
-"""A prompt at least this long (tokens) counts as long for prefill interference."""
-BUSY_SHARE = 0.90
-"""Share of samples with a running request for the server to count as busy."""
-QUEUE_MEAN = 1.0
-"""Mean waiting requests at or above which a queue formed."""
-FULL_BATCH_SHARE = 0.5
-"""Running mean at or above this share of ``max_num_seqs``: the batch is full enough that each
-step's compute, not admission, sets the pace."""
-CAP_MEAN_SHARE = 0.90
-"""Time-averaged running requests at or above this share of ``max_num_seqs``: the cap held."""
-QUEUE_WAIT_MS = 50.0
-"""Mean server queue time (ms, ``vllm:request_queue_time_seconds``) at or above which requests
-queued; read from counters, so it holds when no ``/metrics`` sample fell inside the run."""
-SLOT_WAIT_SHARE = 0.10
-"""Client slot wait P50 at or above this share of the mean E2EL: the client's cap held requests."""
-
-
-def _fmt(v: float | None, spec: str = ".0f", unit: str = "") -> str:
-    return "n/a" if v is None else f"{format(v, spec)}{unit}"
-
-
-class _Run:
-    """The numbers the rules read, gathered once from a :class:`RunResult`."""
-
-    def __init__(self, result: RunResult):
-        self.result = result
-        self.s = result.summary
-        self.m = result.server_metrics
-        self.c = result.client
-        self.facts = result.startup
-        self.records = _records(result)
-        self.completed = [r for r in self.records if r.success and not r.warmup]
-        series = result.timeseries() if result.path else None
-        duration = self.s.duration_s if self.s else None
-        # the in-run samples: between the run's start and its end
-        self.points = [
-            p for p in (series.points if series else [])
-            if p.t_s >= 0 and (duration is None or p.t_s <= duration)
-        ]
-        self.max_num_seqs = self.facts.max_num_seqs
-        self.budget = self.facts.max_num_batched_tokens
-
-    def metric(self, name: str) -> float | None:
-        return None if self.m is None else getattr(self.m, name)
-
-    def server_ms(self, hist: str, stat: str) -> float | None:
-        if self.m is None or hist not in self.m.latency_ms:
-            return None
-        return getattr(self.m.latency_ms[hist], stat)
-
-    def queued(self) -> bool:
-        """Whether requests waited in the server's queue: a sample saw one waiting, or their
-        mean queue time (server histogram) reached :data:`QUEUE_WAIT_MS`."""
-        queue_ms = self.server_ms("queue", "mean")
-        return bool(self.metric("num_requests_waiting_peak")) or (
-            queue_ms is not None and queue_ms >= QUEUE_WAIT_MS)
-
-    def mean_prompt(self) -> float | None:
-        if not self.s or not self.s.completed:
-            return None
-        return self.s.total_input_tokens / self.s.completed
-
-    def context(self) -> str:
-        """One line of server context: batch, queue, KV cache."""
-        running, waiting = self.metric("running_time_avg"), self.metric("waiting_time_avg")
-        averages = None if running is None or waiting is None else (
-            f"on average {running:.2f} running (max_num_seqs {_fmt(self.max_num_seqs)}) and "
-            f"{waiting:.2f} waiting (Little's law over the server's request times)"
-        )
-        kv = f"KV cache peak {_fmt(_pct(self.metric('kv_cache_usage_peak')), '.1f', '%')}"
-        if self.m is not None and not self.m.samples:
-            return (f"{averages or 'running and waiting unknown'}; no /metrics sample fell "
-                    "inside the run: sampled peaks and KV cache usage unknown")
-        if averages:
-            return (f"{averages}; sampled peaks: running "
-                    f"{_fmt(self.metric('num_requests_running_peak'))}, waiting "
-                    f"{_fmt(self.metric('num_requests_waiting_peak'))}; {kv}")
-        return (
-            f"running mean {_fmt(self.metric('num_requests_running_mean'), '.1f')} "
-            f"(peak {_fmt(self.metric('num_requests_running_peak'))}) of max_num_seqs "
-            f"{_fmt(self.max_num_seqs)}; waiting peak "
-            f"{_fmt(self.metric('num_requests_waiting_peak'))}; {kv}"
-        )
-
-
-def _pct(v: float | None) -> float | None:
-    return None if v is None else 100.0 * v
-
-
-def _records(result: RunResult) -> list[RequestRecord]:
-    if result.path is None or not (Path(result.path) / "requests.jsonl").exists():
-        return []
-    return result.records()
-
 
 # ---- rules: each returns a Finding or None ------------------------------------------------
 

@@ -156,7 +156,8 @@ def check_broken_packages(build: str | None) -> Check:
             f"Run: {sys.executable} -m {UNINSTALL_BROKEN}",
         )
     return Check(
-        "cpu-build-packages", True, f"none of {', '.join(machine.BROKEN_BESIDE_CPU_TORCH)} installed"
+        "cpu-build-packages", True,
+        f"none of {', '.join(machine.BROKEN_BESIDE_CPU_TORCH)} installed"
     )
 
 

@@ -26,7 +26,7 @@ BROKEN_BESIDE_CPU_TORCH = ("torchvision", "torchaudio", "torchcodec")
 
 @lru_cache(maxsize=1)
 def vllm_version() -> str | None:
-    """vLLM's ``__version__`` read from its ``_version.py``, or ``None`` if vLLM is not installed."""
+    """vLLM's ``__version__`` read from its ``_version.py``; ``None`` if vLLM is not installed."""
     spec = importlib.util.find_spec("vllm")
     if spec is None or spec.origin is None:
         return None
@@ -163,7 +163,8 @@ def current_profile() -> Profile:
 
 
 def broken_packages() -> list[str]:
-    """Installed packages that break the CPU build's server (torchvision, torchaudio, torchcodec)."""
+    """Installed packages that break the CPU build's server (torchvision, torchaudio,
+    torchcodec)."""
     found = []
     for name in BROKEN_BESIDE_CPU_TORCH:
         try:

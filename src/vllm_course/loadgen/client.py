@@ -97,7 +97,8 @@ class _Stream:
         if "error" in obj and not obj.get("choices"):
             err = obj["error"]
             raise RuntimeError(
-                f"server error in stream: {err.get('message', err) if isinstance(err, dict) else err}"
+                "server error in stream: "
+                f"{err.get('message', err) if isinstance(err, dict) else err}"
             )
         usage = obj.get("usage")
         choices = obj.get("choices") or []

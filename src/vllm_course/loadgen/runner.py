@@ -57,13 +57,14 @@ class LoadResult:
 async def warm_up(
     client: httpx.AsyncClient, warmups: Sequence[Request], load: LoadSpec, model: str
 ) -> list[RequestRecord]:
-    """Send ``warmups`` all at once on ``client`` and wait for them; their records (``warmup=True``)."""
+    """Send ``warmups`` all at once on ``client`` and wait for them; returns their records
+    (``warmup=True``)."""
     t0 = time.perf_counter()
     records = [RequestRecord(index=i, warmup=True) for i in range(len(warmups))]
     await asyncio.gather(
         *(
             send(client, w, r, model=model, endpoint=load.endpoint, t0=t0)
-            for w, r in zip(warmups, records)
+            for w, r in zip(warmups, records, strict=True)
         )
     )
     return records
@@ -104,93 +105,127 @@ async def run_load(
     Returns:
         A :class:`LoadResult`; failed requests stay in it with ``error`` set.
     """
-    cap = load.max_concurrency
-    limits = httpx.Limits(max_connections=cap, max_keepalive_connections=cap,
-                          keepalive_expiry=KEEPALIVE_EXPIRY_S)
-    timeout = httpx.Timeout(load.timeout_s, connect=30.0)
     if offsets_s is None:
         offsets = schedule(len(requests), load.rate_rps, load.burstiness, load.seed)
     else:
         offsets = [float(t) for t in offsets_s]
-        if len(offsets) != len(requests) or any(b < a for a, b in zip(offsets, offsets[1:])):
+        steps = zip(offsets, offsets[1:], strict=False)
+        if len(offsets) != len(requests) or any(b < a for a, b in steps):
             raise ValueError("offsets_s needs one non-decreasing send time per request")
     records = [RequestRecord(index=i, scheduled_s=float(t)) for i, t in enumerate(offsets)]
+    drive = _Drive(model, requests, load, records,
+                   _Hooks(progress=progress, sink=sink, should_stop=should_stop,
+                          on_chunk=on_chunk))
     # As vllm bench serve does (freeze_gc_heap): move everything alive now out of the collector's
     # reach, so a full collection over a large heap cannot stall the event loop mid-run and
     # make requests leave late.
     gc.collect()
     gc.freeze()
     try:
-        return await _drive(base_url, model, requests, load, records, offsets, limits, timeout,
-                            warmups, progress, sink, should_stop, on_chunk)
+        return await drive.run(base_url, warmups, offsets)
     finally:
         gc.unfreeze()
 
 
-async def _drive(base_url, model, requests, load, records, offsets, limits, timeout, warmups,
-                 progress, sink, should_stop, on_chunk=None) -> LoadResult:  # noqa: PLR0913
-    """The body of :func:`run_load` (see there)."""
-    cap = load.max_concurrency
-    semaphore = asyncio.Semaphore(cap) if cap else None
-    done = 0
-    sunk: set[int] = set()   # indices already handed to the sink
+@dataclass
+class _Hooks:
+    """:func:`run_load`'s callbacks (see there)."""
 
-    async def timed_send(i: int, t0: float) -> None:
-        coro = send(client, requests[i], records[i], model=model, endpoint=load.endpoint, t0=t0,
-                    on_chunk=on_chunk)
-        try:
-            await asyncio.wait_for(coro, load.timeout_s)
-        except asyncio.TimeoutError:
-            records[i].error = f"timeout: no complete response within {load.timeout_s:g} s"
+    progress: ProgressFn | None = None
+    sink: RecordSink | None = None
+    should_stop: Callable[[], str | None] | None = None
+    on_chunk: ChunkHook | None = None
 
-    async def one(i: int, t0: float) -> None:
-        nonlocal done
-        records[i].dispatched_s = time.perf_counter() - t0
-        if semaphore is None:
-            await timed_send(i, t0)
+
+class _Drive:
+    """One :func:`run_load` call once its arguments are checked: sends each request at its time
+    over one client's pooled connections, holds the concurrency cap, and hands every record to
+    the sink exactly once, also when the run stops early or is cancelled."""
+
+    def __init__(self, model: str, requests: Sequence[Request], load: LoadSpec,
+                 records: list[RequestRecord], hooks: _Hooks):
+        self.model, self.requests, self.load = model, requests, load
+        self.records, self.hooks = records, hooks
+        cap = load.max_concurrency
+        self.semaphore = asyncio.Semaphore(cap) if cap else None
+        self.limits = httpx.Limits(max_connections=cap, max_keepalive_connections=cap,
+                                   keepalive_expiry=KEEPALIVE_EXPIRY_S)
+        self.timeout = httpx.Timeout(load.timeout_s, connect=30.0)
+        self.tasks: list[asyncio.Task] = []
+        self.done = 0
+        self.sunk: set[int] = set()   # indices already handed to the sink
+        self.client: httpx.AsyncClient | None = None
+
+    async def run(self, base_url: str, warmups: Sequence[Request],
+                  offsets: list[float]) -> LoadResult:
+        async with httpx.AsyncClient(base_url=base_url, limits=self.limits,
+                                     timeout=self.timeout) as self.client:
+            warm = (await warm_up(self.client, warmups, self.load, self.model)
+                    if warmups else [])
+            result = LoadResult(records=self.records, warmup_records=warm,
+                                started_at=time.time())
+            result.t0 = time.perf_counter()
+            try:
+                await self._dispatch(offsets, result)
+                await asyncio.gather(*self.tasks)
+            except BaseException:
+                await self._cancel()
+                raise
+            finally:
+                ends = [r.end_s for r in self.records if r.end_s is not None]
+                result.duration_s = max(ends) if ends else time.perf_counter() - result.t0
+        return result
+
+    async def _dispatch(self, offsets: list[float], result: LoadResult) -> None:
+        """Start each request at its offset from ``result.t0``; when ``should_stop`` gives a
+        reason, record every request not yet sent as failed with it and stop."""
+        t0, should_stop = result.t0, self.hooks.should_stop
+        for i, offset in enumerate(offsets):
+            reason = should_stop() if should_stop is not None else None
+            if reason:
+                result.stopped_early = reason
+                for r in self.records[i:]:
+                    r.error = f"not sent: {reason}"
+                    self._hand_over(r)
+                return
+            delay = t0 + offset - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self.tasks.append(asyncio.create_task(self._one(i, t0)))
+
+    async def _one(self, i: int, t0: float) -> None:
+        self.records[i].dispatched_s = time.perf_counter() - t0
+        if self.semaphore is None:
+            await self._timed_send(i, t0)
         else:
-            async with semaphore:
-                await timed_send(i, t0)
-        done += 1
-        if sink is not None:
-            sunk.add(i)
-            sink(records[i])
-        if progress is not None:
-            progress(done, len(requests))
+            async with self.semaphore:
+                await self._timed_send(i, t0)
+        self.done += 1
+        self._hand_over(self.records[i])
+        if self.hooks.progress is not None:
+            self.hooks.progress(self.done, len(self.requests))
 
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout) as client:
-        warm = await warm_up(client, warmups, load, model) if warmups else []
-        result = LoadResult(records=records, warmup_records=warm, started_at=time.time())
-        t0 = result.t0 = time.perf_counter()
-        tasks: list[asyncio.Task] = []
+    async def _timed_send(self, i: int, t0: float) -> None:
+        coro = send(self.client, self.requests[i], self.records[i], model=self.model,
+                    endpoint=self.load.endpoint, t0=t0, on_chunk=self.hooks.on_chunk)
         try:
-            for i, offset in enumerate(offsets):
-                reason = should_stop() if should_stop is not None else None
-                if reason:
-                    result.stopped_early = reason
-                    for r in records[i:]:
-                        r.error = f"not sent: {reason}"
-                        if sink is not None:
-                            sunk.add(r.index)
-                            sink(r)
-                    break
-                delay = t0 + offset - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                tasks.append(asyncio.create_task(one(i, t0)))
-            await asyncio.gather(*tasks)
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            for r in records:
-                if (r.end_s is None and r.error is None) or r.error == "cancelled":
-                    r.error = "cancelled: the run was interrupted"
-                if sink is not None and r.index not in sunk:   # nothing is silently dropped
-                    sunk.add(r.index)
-                    sink(r)
-            raise
-        finally:
-            ends = [r.end_s for r in records if r.end_s is not None]
-            result.duration_s = max(ends) if ends else time.perf_counter() - t0
-    return result
+            await asyncio.wait_for(coro, self.load.timeout_s)
+        except asyncio.TimeoutError:
+            self.records[i].error = (f"timeout: no complete response within "
+                                     f"{self.load.timeout_s:g} s")
+
+    async def _cancel(self) -> None:
+        """Cancel the requests in flight; every record not finished says the run was
+        interrupted, and none is silently dropped."""
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for r in self.records:
+            if (r.end_s is None and r.error is None) or r.error == "cancelled":
+                r.error = "cancelled: the run was interrupted"
+            self._hand_over(r)
+
+    def _hand_over(self, record: RequestRecord) -> None:
+        if self.hooks.sink is not None and record.index not in self.sunk:
+            self.sunk.add(record.index)
+            self.hooks.sink(record)

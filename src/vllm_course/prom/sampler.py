@@ -1,4 +1,4 @@
-"""The background scraper: :class:`Sampler` reads ``/metrics`` every interval while a run goes on."""
+"""The background scraper: :class:`Sampler` reads ``/metrics`` every interval during a run."""
 
 from __future__ import annotations
 

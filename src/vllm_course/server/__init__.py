@@ -14,13 +14,21 @@ anything above).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
+from vllm_course.config import Scalar, ServerConfig
 from vllm_course.env import machine
 from vllm_course.server.broker import PoolBroker, RemotePool, RemoteServer
 from vllm_course.server.failures import ServerError, UnknownFlagError, classify_failure
 from vllm_course.server.flags import check_flags, check_values, flag_kinds, known_flags
 from vllm_course.server.pool import ServerPool
-from vllm_course.server.process import DEV_MODE, VLLMServer, free_port, port_is_free
+from vllm_course.server.process import (
+    DEV_MODE,
+    VLLMServer,
+    effective_args,
+    free_port,
+    port_is_free,
+)
 from vllm_course.server.startup import (
     StartupFacts,
     default_max_num_batched_tokens,
@@ -31,8 +39,8 @@ from vllm_course.server.startup import (
 __all__ = [
     "DEV_MODE", "PoolBroker", "RemotePool", "RemoteServer", "ServerError", "ServerPool",
     "StartupFacts", "UnknownFlagError", "VLLMServer", "check_flags", "check_values",
-    "classify_failure", "default_max_num_batched_tokens", "default_max_num_seqs",
-    "default_pool", "flag_kinds", "free_port", "known_flags", "parse_startup_log",
+    "check_config", "classify_failure", "default_max_num_batched_tokens", "default_max_num_seqs",
+    "default_pool", "effective_args", "flag_kinds", "free_port", "known_flags", "parse_startup_log",
     "port_is_free",
 ]
 
@@ -54,3 +62,16 @@ def default_pool() -> ServerPool | RemotePool:
         profile = machine.current_profile()
         _default = ServerPool(max_live=profile.max_live_servers, profile_args=profile.server_args)
     return _default
+
+
+def check_config(config: ServerConfig, profile_args: Mapping[str, Scalar]) -> None:
+    """Check the flags a server would start with (the profile's, then ``config``'s), by name
+    and value, with the installed vLLM's own parser; nothing is started.
+
+    Raises:
+        UnknownFlagError: naming the bad flag and the closest real ones.
+        ServerError: ``cause="bad_value"``, naming a bad value and what it must be.
+    """
+    args = effective_args(config, profile_args)
+    check_flags(ServerConfig(args=args).argv())
+    check_values(args)

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
@@ -90,6 +91,17 @@ def _in_main_thread() -> bool:
 
 
 
+def effective_args(config: ServerConfig, profile_args: Mapping[str, object]) -> dict:
+    """The flags a server is started with: ``profile_args`` (the hardware profile's) overridden
+    by ``config.args``, in the order they are passed; on the CPU build without
+    ``--kv-cache-memory-bytes``, 1 GiB of KV cache (vLLM's CPU default is 4 GiB)."""
+    merged = {k: v for k, v in profile_args.items() if k not in config.args}
+    merged.update(config.args)
+    if machine.vllm_build() == "cpu" and merged.get("kv-cache-memory-bytes") is None:
+        merged["kv-cache-memory-bytes"] = 1 << 30
+    return merged
+
+
 class VLLMServer:
     """One vLLM OpenAI-compatible server process.
 
@@ -124,11 +136,7 @@ class VLLMServer:
     # -- command line ---------------------------------------------------------------------
     def effective_args(self) -> dict:
         """Profile flags overridden by the config's, in the order they are passed."""
-        merged = {k: v for k, v in self.profile_args.items() if k not in self.config.args}
-        merged.update(self.config.args)
-        if machine.vllm_build() == "cpu" and merged.get("kv-cache-memory-bytes") is None:
-            merged["kv-cache-memory-bytes"] = 1 << 30
-        return merged
+        return effective_args(self.config, self.profile_args)
 
     def argv(self) -> list[str]:
         """The full command line (flags checked separately by :func:`check_flags`)."""
@@ -187,7 +195,8 @@ class VLLMServer:
                 # PR_SET_PDEATHSIG fires when the *thread* that forked exits: tie the server to
                 # the main thread only (atexit and the owning pool stop it in every case)
                 preexec_fn=functools.partial(_child_setup, _in_main_thread(),
-                                             CPU_SERVER_NICE if machine.vllm_build() == "cpu" else 0),
+                                             CPU_SERVER_NICE if machine.vllm_build() == "cpu"
+                                             else 0),
             )
         registry.register(self.proc.pid, host=self.config.host, port=self.port,
                           model=self.config.model, log_path=self.log_path,

@@ -84,7 +84,8 @@ _REQUIRED = {"pid": int, "port": int, "host": str, "model": str, "owner_pid": in
 
 
 def _valid(entry: object) -> bool:
-    return isinstance(entry, dict) and all(isinstance(entry.get(k), t) for k, t in _REQUIRED.items())
+    return isinstance(entry, dict) and all(isinstance(entry.get(k), t)
+                                           for k, t in _REQUIRED.items())
 
 
 def entries() -> list[dict]:

@@ -54,12 +54,11 @@ DEFAULT_ROOT = "cache"
 
 
 def effective_args(server: ServerConfig, profile_args: Mapping[str, Scalar]) -> dict[str, Scalar]:
-    """The flags a server is started with: ``profile_args`` overridden by ``server.args`` (as
-    :meth:`VLLMServer.effective_args` merges them), sorted by name."""
-    from vllm_course.server import VLLMServer
+    """The flags a server is started with (:func:`vllm_course.server.effective_args`), sorted by
+    name: the cache key does not depend on their order."""
+    from vllm_course import server as servers
 
-    merged = VLLMServer(server, log_path=Path(os.devnull), profile_args=dict(profile_args))
-    return dict(sorted(merged.effective_args().items()))
+    return dict(sorted(servers.effective_args(server, profile_args).items()))
 
 
 def model_identity(model: str) -> dict[str, Any]:

@@ -183,20 +183,18 @@ def _measured_start(configs, label, profile_args, cache) -> float | None:
     return None
 
 
-def check_server_flags(servers: Sequence[ServerConfig], pool: ServerPool) -> None:
+def check_server_flags(configs: Sequence[ServerConfig], pool: ServerPool) -> None:
     """Check every server's flags, names and values, against the installed vLLM before anything
-    starts.
+    starts (:func:`vllm_course.server.check_config`, with ``pool``'s profile flags).
 
     Raises:
         UnknownFlagError: naming the bad flag and the closest real ones (nothing launched).
         ServerError: ``cause="bad_value"``, naming a bad value and what it must be.
     """
-    from vllm_course.server import check_flags, check_values
+    from vllm_course import server as servers
 
-    for server in servers:
-        args = effective_args(server, pool.profile_args)
-        check_flags(ServerConfig(args=args).argv())
-        check_values(args)
+    for config in configs:
+        servers.check_config(config, pool.profile_args)
 
 
 def live_keys(pool: ServerPool | None) -> set[str]:

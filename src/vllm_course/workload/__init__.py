@@ -3,8 +3,9 @@
 ``request`` holds :class:`Request` and the JSONL format; ``tokenizer`` builds prompts of an
 exact token length with the model's own tokenizer; ``synthetic`` draws a request set from a
 seed; ``generators`` builds the course's scenario workloads (shared prefixes, priorities,
-multi-turn chats) from YAML; ``lengths`` holds their length distributions; ``trace`` reads
-public traces (Azure, Mooncake) and replays their timing; ``prefix`` computes what a prefix cache
+multi-turn chats) from YAML; ``lengths`` holds their length distributions; ``trace_rows`` reads
+public traces (Azure, Mooncake) and ``trace`` turns them into requests that replay their
+timing; ``prefix`` computes what a prefix cache
 can share; ``stats`` describes a request set (:class:`WorkloadStats`). :func:`load_requests` is
 the one place a run config's workload becomes requests.
 

@@ -1,4 +1,4 @@
-"""One request (:class:`Request`) and request sets in JSONL: read with line numbers in errors, written back.
+"""One request (:class:`Request`) and request sets in JSONL: read (errors name the line), written.
 
 Prompt length means what the server reports as ``usage.prompt_tokens`` for the endpoint used:
 for ``/v1/completions`` the BOS token is included, for ``/v1/chat/completions`` the chat template
@@ -51,7 +51,8 @@ class Request:
     @property
     def is_conversation(self) -> bool:
         """True if ``prompt`` is a list of (role, content) messages."""
-        return isinstance(self.prompt, tuple) and bool(self.prompt) and isinstance(self.prompt[0], tuple)
+        return (isinstance(self.prompt, tuple) and bool(self.prompt)
+                and isinstance(self.prompt[0], tuple))
 
     def to_json(self) -> str:
         """One JSONL line (keys sorted, no trailing newline)."""
@@ -177,7 +178,8 @@ def write_jsonl(requests: Sequence[Request], path: str | Path) -> None:
 
 
 def check_endpoint(requests: Sequence[Request], endpoint: Endpoint, source: str) -> None:
-    """Raise if a request cannot be sent to ``endpoint`` (token ids need completions, messages chat).
+    """Raise if a request cannot be sent to ``endpoint`` (token ids need completions, messages
+    chat).
 
     Raises:
         WorkloadError: naming the first such request (1-based) and how many there are.

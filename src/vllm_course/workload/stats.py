@@ -2,19 +2,20 @@
 
 ``vllm-course workload describe FILE`` prints :meth:`WorkloadStats.report` and writes
 :func:`save_histogram_png`. ``FILE`` is a JSONL request set (:mod:`vllm_course.workload`) or a
-trace (:mod:`vllm_course.workload.trace`): ``.csv`` is read as an Azure trace, a ``.jsonl`` whose first
-request has ``input_length`` as a Mooncake trace, anything else as our JSONL; ``format`` forces
-one.
+trace (:mod:`vllm_course.workload.trace`): ``.csv`` is read as an Azure trace, a ``.jsonl``
+whose first request has ``input_length`` as a Mooncake trace, anything else as our JSONL;
+``format`` forces one.
 
 Percentiles are linear-interpolated (``np.percentile``'s default), the convention of the
-numbers the datasets' cards quote from the public traces. Prefix sharing is given twice, as :class:`vllm_course.workload.prefix.PrefixStats` defines
-it, for requests sent in file order to a fresh server: the **sharing ratio** (tokens of each
+numbers the datasets' cards quote from the public traces. Prefix sharing is given twice, as
+:class:`vllm_course.workload.prefix.PrefixStats` defines it, for requests sent in file order to
+a fresh server: the **sharing ratio** (tokens of each
 prompt's longest common prefix with an earlier prompt, over all prompt tokens) and the **expected
 prefix-cache hit rate** (tokens vLLM serves from its cache in whole ``cache_block_size`` blocks,
 last prompt token always computed: Δ``prefix_cache_hits`` / Δ``prefix_cache_queries``). For a
 Mooncake trace both come from the hash ids (each id fixes its ``block_size`` tokens, see
-:mod:`vllm_course.workload.trace`), without building prompts; Azure traces carry no prompt content, so
-their prompts share nothing; JSONL prompts are tokenized as the server will.
+:mod:`vllm_course.workload.trace`), without building prompts; Azure traces carry no prompt
+content, so their prompts share nothing; JSONL prompts are tokenized as the server will.
 The **arrival rate** is ``(n - 1) / (last timestamp - first timestamp)``.
 """
 
@@ -183,8 +184,9 @@ def hash_id_prefix(
     """``(shared, cached)`` tokens per request of a Mooncake trace, from the hash ids alone.
 
     The same numbers as :func:`vllm_course.workload.prefix.shared_tokens` and
-    :func:`~vllm_course.workload.prefix.cached_tokens` on the prompts :func:`trace.import_trace` builds,
-    without building them, except that ``shared`` leaves out the BOS token every prompt starts
+    :func:`~vllm_course.workload.prefix.cached_tokens` on the prompts
+    :func:`trace.import_trace` builds, without building them, except that ``shared`` leaves out
+    the BOS token every prompt starts
     with (and chance equal tokens after a differing block). Tokens past the last hash id's block
     are unique to their request, so they never count.
     """

@@ -32,7 +32,7 @@ def synthesize(
     osl = _lengths(spec.output_len, spec.output_len_range, spec.num_requests, rng)
     return [
         Request(tokenizer.make_prompt(int(i), endpoint, rng), int(o), int(i))
-        for i, o in zip(isl, osl)
+        for i, o in zip(isl, osl, strict=True)
     ]
 
 
