@@ -16,7 +16,7 @@ from vllm_course.tuning.grid import SweepResult, SweepSpec, plan, sweep
 from vllm_course.tuning.points import estimate_point_s, estimate_start_s
 from vllm_course.tuning.progress import Eta
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SERVERS = {"base": ServerConfig(), "eight": ServerConfig(args={"max-num-seqs": 8}),
            "one": ServerConfig(args={"max-num-seqs": 1})}
 

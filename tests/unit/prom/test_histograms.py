@@ -27,7 +27,7 @@ from vllm_course.prom import (
 )
 
 INF = math.inf
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 # 10 observations: 2 in (0, 0.1], 4 in (0.1, 0.5], 2 in (0.5, 1], 2 above 1; sum 6 s
 H = Histogram(buckets=[(0.1, 2.0), (0.5, 6.0), (1.0, 8.0), (INF, 10.0)], sum=6.0, count=10.0)

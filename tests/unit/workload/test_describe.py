@@ -21,7 +21,7 @@ from vllm_course.workload.stats import (
     save_histogram_png,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

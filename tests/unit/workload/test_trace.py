@@ -12,7 +12,7 @@ from vllm_course.config import LoadSpec, RunConfig, TraceWorkload
 from vllm_course.workload import PromptTokenizer, Request, WorkloadError, trace
 from vllm_course.workload.trace import TraceRow, import_trace, parse_timestamp, read_rows, select
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BLOCK = 16  # small blocks keep the Mooncake samples short
 
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from vllm_course.cli import main
 from vllm_course.workload import read_jsonl
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _card_command(card: Path) -> list[str]:
