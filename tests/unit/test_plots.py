@@ -309,8 +309,8 @@ def test_compare_baseline_labels_and_missing_values() -> None:
 
 def test_compare_rejects_unknown_metric() -> None:
     before = plt.get_fignums()
-    with pytest.raises(ValueError, match="unknown metric 'p99_ttft_ms'.*p99_ttft_ms"):
-        plots.plot_compare([_run("a", _records(0.1))], metrics=("p99_ttft_ms",))
+    with pytest.raises(ValueError, match="unknown metric 'ttft_p99_ms'.*p99_ttft_ms"):
+        plots.plot_compare([_run("a", _records(0.1))], metrics=("ttft_p99_ms",))
     assert plt.get_fignums() == before  # nothing drawn
 
 

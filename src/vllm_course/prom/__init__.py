@@ -1,15 +1,16 @@
 """The server's view of a run, from vLLM's Prometheus ``/metrics``.
 
-``scrape`` parses one exposition into a :class:`Snapshot`; ``window`` turns two snapshots (and
-the scrapes between) into a run's :class:`ServerMetrics`; ``timeseries`` turns the scrapes into
-a :class:`TimeSeries`; ``sampler`` scrapes in the background while a run goes on.
+``snapshot`` parses one exposition into a :class:`Snapshot` (:func:`scrape` fetches one);
+``window`` turns two snapshots (and the scrapes between) into a run's :class:`ServerMetrics`;
+``timeseries`` turns the scrapes into a :class:`TimeSeries`; ``sampler`` scrapes in the
+background while a run goes on.
 
 May import: third-party libraries only (nothing else from ``vllm_course``), so it sits at the
 bottom layer and opens a socket only in :class:`Sampler`.
 """
 
 from vllm_course.prom.sampler import Sampler, Telemetry
-from vllm_course.prom.scrape import (
+from vllm_course.prom.snapshot import (
     ALIASES,
     FAMILIES,
     ITERATION_TOKENS,

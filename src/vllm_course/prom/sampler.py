@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import httpx
 
-from vllm_course.prom.scrape import Snapshot, scrape
+from vllm_course.prom.snapshot import Snapshot, scrape
 from vllm_course.prom.timeseries import TimeSeries, time_series
 from vllm_course.prom.window import ServerMetrics, summarize_window
 

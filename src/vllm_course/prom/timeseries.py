@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vllm_course.prom.scrape import ITERATION_TOKENS, Snapshot
+from vllm_course.prom.snapshot import ITERATION_TOKENS, Snapshot
 from vllm_course.prom.window import _delta, _hist_delta
 
 

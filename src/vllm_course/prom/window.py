@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vllm_course.prom.scrape import (
+from vllm_course.prom.snapshot import (
     ALIASES,
     ITERATION_TOKENS,
     LATENCY_HISTOGRAMS,

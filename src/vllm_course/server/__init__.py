@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from vllm_course.config import Scalar, ServerConfig
 from vllm_course.env import machine
 from vllm_course.server.broker import PoolBroker, RemotePool, RemoteServer
-from vllm_course.server.failures import ServerError, UnknownFlagError, classify_failure
+from vllm_course.server.failures import ServerError, UnknownFlagError, classify_failure, tail
 from vllm_course.server.flags import check_flags, check_values, flag_kinds, known_flags
 from vllm_course.server.pool import ServerPool
 from vllm_course.server.process import (
@@ -41,7 +41,7 @@ __all__ = [
     "StartupFacts", "UnknownFlagError", "VLLMServer", "check_flags", "check_values",
     "check_config", "classify_failure", "default_max_num_batched_tokens", "default_max_num_seqs",
     "default_pool", "effective_args", "flag_kinds", "free_port", "known_flags", "parse_startup_log",
-    "port_is_free",
+    "port_is_free", "tail",
 ]
 
 _default: ServerPool | RemotePool | None = None

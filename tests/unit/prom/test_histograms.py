@@ -20,11 +20,11 @@ from vllm_course.prom import (
     Histogram,
     HistogramStats,
     Snapshot,
-    _family,
     parse,
     summarize_window,
     vllm_lines,
 )
+from vllm_course.prom.snapshot import _family
 
 INF = math.inf
 DATA = Path(__file__).parents[1] / "data"

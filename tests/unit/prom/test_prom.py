@@ -18,7 +18,7 @@ from vllm_course.prom import (
     scrape,
     summarize_window,
 )
-from vllm_course.prom import scrape as prom
+from vllm_course.prom import snapshot as prom
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from vllm_course.prom import (
     TimePoint,
     TimeSeries,
     parse,
-    scrape,
+    snapshot,
     summarize_window,
     time_series,
 )
@@ -28,7 +28,7 @@ INF = math.inf
 
 @pytest.fixture(autouse=True)
 def _fresh_deprecation_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scrape, "_warned", set())
+    monkeypatch.setattr(snapshot, "_warned", set())
 
 
 def _hist(name: str, buckets: dict[float, float], total: float) -> list[str]:
