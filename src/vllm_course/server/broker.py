@@ -3,10 +3,10 @@
 Each chapter runs in a fresh kernel, but starting a CPU server takes ~30-50 s, so eight chapters
 that each started their own would spend minutes on starts alone. A server may be reused only
 inside one owner that stops it on exit — here the CI job's pytest session: it owns a
-:class:`~vllm_course.server.ServerPool` and serves it over HTTP on 127.0.0.1 (:class:`PoolBroker`);
-a kernel whose environment has
-``VLLM_COURSE_POOL=http://127.0.0.1:PORT`` gets a :class:`RemotePool` from
-:func:`vllm_course.server.default_pool` and borrows servers from it. The owner stops every server
+:class:`~vllm_course.server.ServerPool` and serves it over HTTP on 127.0.0.1
+(:class:`PoolBroker`); a kernel whose environment has ``VLLM_COURSE_POOL=http://127.0.0.1:PORT``
+gets a :class:`RemotePool` from :func:`vllm_course.server.default_pool` and borrows servers from
+it. The owner stops every server
 when it closes the broker; a borrowed server is never stopped by the borrower.
 
 Graded lab runs never borrow: they start their own servers with a pool they own.

@@ -58,7 +58,7 @@ _CAUSES = [
     ("bad_flag", r"unrecognized arguments|error: argument|invalid choice"),
 ]
 
-_ADVICE = {
+ADVICE = {
     "port_in_use": "another process holds the port; leave port unset to pick a free one",
     "out_of_memory": "lower --gpu-memory-utilization / --kv-cache-memory-bytes, --max-model-len "
     "or --max-num-seqs, or stop other servers (`vllm-course servers list`)",

@@ -27,7 +27,7 @@ from vllm_course.config import ServerConfig
 from vllm_course.env import machine
 from vllm_course.server import registry
 from vllm_course.server.failures import (
-    _ADVICE,
+    ADVICE,
     ServerError,
     classify_failure,
     tail,
@@ -88,7 +88,6 @@ def _in_main_thread() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
-
 
 
 def effective_args(config: ServerConfig, profile_args: Mapping[str, object]) -> dict:
@@ -173,14 +172,14 @@ class VLLMServer:
         ):
             raise ServerError(
                 f"model path {model} does not exist (nothing was launched): "
-                f"{_ADVICE['model_not_found']}",
+                f"{ADVICE['model_not_found']}",
                 cause="model_not_found",
             )
         if self.port is None:
             self.port = free_port(self.config.host)
         elif not port_is_free(self.config.host, self.port):
             raise ServerError(f"port {self.port} on {self.config.host} is in use (nothing was "
-                              f"launched): {_ADVICE['port_in_use']}", cause="port_in_use")
+                              f"launched): {ADVICE['port_in_use']}", cause="port_in_use")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         environ = {**os.environ, "PYTHONUNBUFFERED": "1", DEV_MODE: "1", **self.config.env}
         t_start = time.monotonic()
@@ -271,7 +270,7 @@ class VLLMServer:
         if cause == "unknown" and self.proc is not None and self.proc.poll() is not None:
             cause = "crashed"
         return ServerError(
-            f"{message}: {cause.replace('_', ' ')} — {_ADVICE[cause]}",
+            f"{message}: {cause.replace('_', ' ')} — {ADVICE[cause]}",
             cause=cause,
             log_tail=tail(self.log_path),
             log_path=self.log_path,
