@@ -24,7 +24,7 @@ class Sampler:
     ``expect_generation_tokens`` before leaving the block to make the final scrape wait (up to
     ``settle_s`` seconds) until the server has counted that many generated tokens. ``telemetry``, if
     given, is called at every scrape and its values stored in ``Snapshot.telemetry`` (e.g.
-    :class:`vllm_course.telemetry.Telemetry`: GPU or server CPU use).
+    :class:`vllm_course.env.telemetry.Telemetry`: GPU or server CPU use).
     """
 
     def __init__(self, base_url: str, interval_s: float = 1.0, telemetry: Telemetry | None = None):
