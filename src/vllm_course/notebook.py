@@ -15,8 +15,10 @@ chapter that runs but shows nonsense fails in CI.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -217,3 +219,20 @@ def results_root(chapter: str) -> Path:
     path = REPO_ROOT / "results" / "chapters" / chapter
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def vllm_source_lines(relative: str, pattern: str) -> list[str]:
+    """Lines of the installed vLLM's source file ``relative`` (e.g. ``"config/cache.py"``) that
+    match the regular expression ``pattern``, as ``"relative:N: line"`` (N from 1); read from
+    disk, without importing vLLM. Chapters quote vLLM's own code this way, so the quote follows
+    the version the learner has installed.
+
+    Raises:
+        FileNotFoundError: vLLM is not installed, or has no such file.
+    """
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("vLLM is not installed in this kernel's environment")
+    path = Path(next(iter(spec.submodule_search_locations))) / relative
+    return [f"{relative}:{i}: {line.strip()}"
+            for i, line in enumerate(path.read_text().splitlines(), 1) if re.search(pattern, line)]

@@ -93,3 +93,12 @@ def test_a_failed_start_says_so(shown: FakeDisplay, monkeypatch: pytest.MonkeyPa
         owner.close()
     assert shown.lines[-1].startswith("the vLLM server for tiny-mistral (default flags) did not "
                                       "start")
+
+
+def test_vllm_source_lines_quotes_the_installed_vllm():
+    # the default block size as the installed vLLM declares it, with its file and line number
+    lines = notebook.vllm_source_lines("config/cache.py", r"DEFAULT_BLOCK_SIZE: ClassVar")
+    assert len(lines) == 1 and lines[0].startswith("config/cache.py:")
+    assert "DEFAULT_BLOCK_SIZE" in lines[0] and int(lines[0].split(":")[1]) > 0
+    with pytest.raises(FileNotFoundError):
+        notebook.vllm_source_lines("no/such/file.py", "x")
