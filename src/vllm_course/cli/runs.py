@@ -21,16 +21,9 @@ from vllm_course.cli.base import (
 def _execute(config, results_root: str) -> None:
     """Run one experiment with a progress bar, print the report; this process owns the server."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
 
     from vllm_course.env import machine
-    from vllm_course.experiment import preflight, run_experiment
+    from vllm_course.experiment import preflight
     from vllm_course.server import ServerError, ServerPool
     from vllm_course.workload import WorkloadError
 
@@ -41,54 +34,64 @@ def _execute(config, results_root: str) -> None:
         f"[bold]vllm-course[/]: profile {profile.name} ({profile.description}); "
         f"vLLM {machine.vllm_version()} ({machine.vllm_build()} build)"
     )
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=False,
-    )
-    task = progress.add_task("requests", total=None)
-
-    def on_progress(done: int, total: int) -> None:
-        progress.update(task, completed=done, total=total)
-
-    async def go():
-        progress.start()
-        try:
-            return await run_experiment(config, results_root, pool=pool, progress=on_progress,
-                                        requests=requests)
-        finally:
-            progress.stop()
-
-    def fail(message: str, code: int = 1) -> None:
-        console.print("error: ", style="red", end="")
-        console.print(message, markup=False, highlight=False, soft_wrap=True)
-        raise SystemExit(code)
-
     try:
         # check the workload first: a bad file or a too-long request fails before a server is
         # started for nothing
         requests = preflight(config, profile.server_args)
         with pool:
-            # start the server outside the event loop, so Ctrl-C stops a start at once; the run
-            # below then reuses it (identical settings, same owner)
-            with console.status(f"starting a vLLM server for {config.server.model} "
-                                "(~40-70 s on a 2-core CPU, ~2 min on a GPU)"):
-                server = pool.acquire(config.server)
-            pool.release(server)
-            facts = server.facts
-            console.print(f"server ready at {server.base_url} in {facts.ready_s} s"
-                          + (f"; KV cache {facts.kv_cache_tokens:,} tokens"
-                             if facts.kv_cache_tokens else "") + f"; log {server.log_path}")
-            result = asyncio.run(go())
+            _start_server(console, pool, config.server)
+            result = asyncio.run(_run_with_bar(console, config, results_root, pool, requests))
     except (ServerError, WorkloadError, FileNotFoundError) as exc:
-        fail(*failure(exc))
+        _fail(console, *failure(exc))
     except KeyboardInterrupt:
         console.print("interrupted: the server was stopped; requests that finished are in "
                       f"{results_root}/<run>/requests.jsonl")
         raise SystemExit(130) from None
+    _report(console, result)
+
+
+def _start_server(console, pool, server_config) -> None:
+    """Start the run's server outside the event loop, so Ctrl-C stops a start at once; the run
+    then reuses it (identical settings, same owner)."""
+    with console.status(f"starting a vLLM server for {server_config.model} "
+                        "(~40-70 s on a 2-core CPU, ~2 min on a GPU)"):
+        server = pool.acquire(server_config)
+    pool.release(server)
+    facts = server.facts
+    console.print(f"server ready at {server.base_url} in {facts.ready_s} s"
+                  + (f"; KV cache {facts.kv_cache_tokens:,} tokens"
+                     if facts.kv_cache_tokens else "") + f"; log {server.log_path}")
+
+
+async def _run_with_bar(console, config, results_root: str, pool, requests):
+    """The run, with a rich progress bar of finished requests on stderr."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    from vllm_course.experiment import run_experiment
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeRemainingColumn(), console=console, transient=False)
+    task = progress.add_task("requests", total=None)
+
+    def on_progress(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total)
+
+    progress.start()
+    try:
+        return await run_experiment(config, results_root, pool=pool, progress=on_progress,
+                                    requests=requests)
+    finally:
+        progress.stop()
+
+
+def _report(console, result) -> None:
+    """The run's report, its diagnosis and the files written; exit 1 if nothing completed."""
     click.echo(result.report())
     if result.summary is not None and result.summary.completed:
         from vllm_course.diagnosis import diagnose
@@ -98,7 +101,13 @@ def _execute(config, results_root: str) -> None:
         files = sorted(p.name for p in Path(result.path).iterdir())
         click.echo(f"\nwrote {result.path}/: {', '.join(files)}")
     if result.summary is None or result.summary.completed == 0:
-        fail("no request completed; see the failures above and requests.jsonl")
+        _fail(console, "no request completed; see the failures above and requests.jsonl")
+
+
+def _fail(console, message: str, code: int = 1) -> None:
+    console.print("error: ", style="red", end="")
+    console.print(message, markup=False, highlight=False, soft_wrap=True)
+    raise SystemExit(code)
 
 
 @main.command()
