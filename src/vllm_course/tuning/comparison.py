@@ -347,8 +347,6 @@ async def compare(
             finished repeats are in the cache, so running the compare again resumes.
         ValueError: a setting ended with fewer than 2 usable repeats.
     """
-    from vllm_course.experiment import new_run_dir
-
     store = open_cache(cache, results_root)
     own = pool is None
     pool = pool or own_pool(max_live=len({s.key() for s in spec.servers.values()}))
@@ -396,6 +394,17 @@ async def compare(
     finally:
         if own:
             pool.close()
+    result = _save_result(spec, runs, warnings, order_text, results_root)
+    emit(Step("done", result.report(), len(order), len(order), 0.0))
+    return result
+
+
+def _save_result(spec: CompareSpec, runs: dict[str, list[RunResult]], warnings: list[str],
+                 order_text: str, results_root: str | Path) -> CompareResult:
+    """The compare's statistics over its runs, saved with its plot in a new
+    ``results_root/<name>-<time>/`` folder."""
+    from vllm_course.experiment import new_run_dir
+
     values = {lb: {m: [v for run in rs if (v := plots.metric_value(run.summary, m)) is not None]
                    for m in spec.metrics} for lb, rs in runs.items()}
     method = (f"{stats.describe_method(spec.method)}; {100 * spec.confidence:g} % family-wise "
@@ -411,5 +420,5 @@ async def compare(
     result.save(folder)
     save_figure(lambda ax: result.plot(ax=ax), folder / "compare.png",
                 (1.6 + 1.4 * len(spec.servers), 3.5))
-    emit(Step("done", result.report(), len(order), len(order), 0.0))
     return result
+
