@@ -590,7 +590,7 @@ def measure(a: argparse.Namespace, run_dir: Path,
     pairs = []
     with VLLMServer(config, log_path=run_dir / "server.log",
                     profile_args=profile.server_args) as server:
-        facts = vars(server.facts).copy()
+        facts = server.facts.model_dump()
         print(f"server {server.base_url} ready in {facts.get('ready_s')} s "
               f"(vLLM {env.vllm_version()}, profile {profile.name}, "
               f"KV cache {facts.get('kv_cache_tokens')} tokens)", flush=True)
