@@ -143,7 +143,8 @@ runs = {label: await run_experiment(
 
 keys = ["max_model_len", "kv_cache_tokens", "block_size", "max_concurrency",
         "max_num_batched_tokens", "max_num_seqs"]
-startup = pd.DataFrame({label: {k: getattr(run.startup, k) for k in keys} for label, run in runs.items()})
+startup = pd.DataFrame({label: {k: getattr(run.startup, k) for k in keys}
+                        for label, run in runs.items()})
 (OUT / "startup.json").write_text(startup.to_json(indent=1) + "\n")   # the H200 run commits this
 startup
 
@@ -350,7 +351,7 @@ with pd.option_context("display.max_colwidth", 120):
 
 # %%
 labels = list(runs)
-a, b = (runs[k].startup for k in labels)
+a, b = (runs[k].startup.model_dump() for k in labels)
 if ON_CPU:
     kv_bytes = int(profile.server_args["kv-cache-memory-bytes"])
     expected = kv_bytes // (BLOCK * BYTES_PER_TOKEN) * BLOCK
