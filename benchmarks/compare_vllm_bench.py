@@ -44,7 +44,7 @@ import numpy as np
 
 from vllm_course import env, metrics, models
 from vllm_course.config import LoadSpec, ServerConfig, SyntheticWorkload
-from vllm_course.loadgen import run_load
+from vllm_course.loadgen import run_load, warm_up
 from vllm_course.loadgen.arrivals import schedule
 from vllm_course.records import RequestRecord
 from vllm_course.server import VLLMServer
@@ -353,18 +353,19 @@ async def _ours(a: argparse.Namespace, base_url: str, requests: list[Request]):
     warmups = [requests[0]] * a.warmups   # what vLLM's --num-warmups sends
     offsets = vllm_schedule(len(requests), a.rate, a.burstiness, a.seed) \
         if a.arrivals == "vllm" else None
-    return await run_load(base_url, a.model, requests, load, warmups=warmups, offsets_s=offsets)
+    warm = await warm_up(base_url, warmups, load, a.model) if warmups else []
+    return warm, await run_load(base_url, a.model, requests, load, offsets_s=offsets)
 
 
 def run_ours(a: argparse.Namespace, server: VLLMServer, requests: list[Request], run_dir: Path,
              rep: int, cpu: CpuSampler) -> ToolRun:
     t0, c0 = time.time(), time.process_time()
-    result = asyncio.run(_ours(a, server.base_url, requests))
+    warm, result = asyncio.run(_ours(a, server.base_url, requests))
     t1, c1 = time.time(), time.process_time()
     summary = metrics.summarize(result.records, duration_s=result.duration_s)
     keys = summary.to_vllm_keys()
     with (run_dir / f"ours-requests-{rep}.jsonl").open("w") as fh:
-        for r in result.warmup_records + result.records:
+        for r in warm + result.records:
             fh.write(json.dumps(r.to_dict()) + "\n")
     (run_dir / f"ours-{rep}.json").write_text(json.dumps(
         {"vllm_keys": keys, "summary": summary.model_dump(mode="json"),

@@ -31,7 +31,7 @@ from vllm_course.config import (
 )
 from vllm_course.diagnosis import Diagnosis, Finding, diagnose
 from vllm_course.experiment import run_experiment
-from vllm_course.loadgen import run_load
+from vllm_course.loadgen import LoadHooks, run_load, warm_up
 from vllm_course.loadgen.selfcheck import ClientChecks
 from vllm_course.metrics import Dist, RunSummary, summarize
 from vllm_course.prom import ServerMetrics, TimeSeries
@@ -64,6 +64,7 @@ __all__ = [
     "Dist",
     "FileWorkload",
     "Finding",
+    "LoadHooks",
     "LoadSpec",
     "ProgressBar",
     "PromptTokenizer",
@@ -96,4 +97,5 @@ __all__ = [
     "slo_search",
     "summarize",
     "sweep",
+    "warm_up",
 ]

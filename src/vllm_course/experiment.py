@@ -14,8 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from vllm_course import metrics, plots, workload
 from vllm_course.config import (
     Endpoint,
@@ -27,7 +25,7 @@ from vllm_course.config import (
 )
 from vllm_course.env import machine
 from vllm_course.env.telemetry import Telemetry
-from vllm_course.loadgen import ProgressFn, run_load, warm_up
+from vllm_course.loadgen import LoadHooks, ProgressFn, run_load, warm_up
 from vllm_course.loadgen.client import ChunkHook
 from vllm_course.loadgen.selfcheck import ClientChecks, LoopLagMonitor, client_checks
 from vllm_course.prom import Sampler, ServerMetrics
@@ -362,14 +360,14 @@ async def _run_with_probes(config: RunConfig, server: VLLMServer, requests, warm
         if load.reset_prefix_cache:
             await reset_prefix_cache(server.base_url)
         if warmups:
-            async with httpx.AsyncClient(base_url=server.base_url, timeout=load.timeout_s) as c:
-                await warm_up(c, warmups, load, config.server.model)
+            await warm_up(server.base_url, warmups, load, config.server.model)
         async with Sampler(server.base_url, hooks.sample_interval_s, telemetry) as sampler:
             async with LoopLagMonitor() as lag:
                 result = await run_load(
                     server.base_url, config.server.model, requests, load,
-                    progress=hooks.progress, sink=sink, should_stop=should_stop,
-                    offsets_s=hooks.offsets, on_chunk=hooks.on_chunk,
+                    offsets_s=hooks.offsets,
+                    hooks=LoadHooks(progress=hooks.progress, sink=sink,
+                                    should_stop=should_stop, on_chunk=hooks.on_chunk),
                 )
             if server.alive():
                 # the final scrape waits until the server has counted what the client received

@@ -2,7 +2,8 @@
 
 ``arrivals`` computes send times (Poisson or gamma, as ``vllm bench serve``); ``client`` sends
 one streamed request and times every chunk into a :class:`RequestRecord`; ``runner`` sends a
-request set on schedule over pooled connections (:func:`run_load`); ``selfcheck`` tells whether
+request set on schedule over pooled connections (:func:`run_load`) after the warm-ups
+(:func:`warm_up`, the one warm-up path); ``selfcheck`` tells whether
 the client kept up (loop lag, late sends, client CPU), so a slow client is never blamed on the
 server.
 
@@ -14,6 +15,7 @@ from vllm_course.loadgen.arrivals import achieved_rate, schedule
 from vllm_course.loadgen.client import PATHS, ChunkHook, request_body, send, sse_lines
 from vllm_course.loadgen.runner import (
     KEEPALIVE_EXPIRY_S,
+    LoadHooks,
     LoadResult,
     ProgressFn,
     RecordSink,
@@ -23,7 +25,7 @@ from vllm_course.loadgen.runner import (
 from vllm_course.loadgen.selfcheck import ClientChecks, LoopLagMonitor, client_checks
 
 __all__ = [
-    "KEEPALIVE_EXPIRY_S", "PATHS", "ChunkHook", "ClientChecks", "LoadResult", "LoopLagMonitor",
-    "ProgressFn", "RecordSink", "achieved_rate", "client_checks", "request_body", "run_load",
-    "schedule", "send", "sse_lines", "warm_up",
+    "KEEPALIVE_EXPIRY_S", "PATHS", "ChunkHook", "ClientChecks", "LoadHooks", "LoadResult",
+    "LoopLagMonitor", "ProgressFn", "RecordSink", "achieved_rate", "client_checks",
+    "request_body", "run_load", "schedule", "send", "sse_lines", "warm_up",
 ]

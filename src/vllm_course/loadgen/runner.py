@@ -1,4 +1,6 @@
-"""The async load generator: warmup, an arrival schedule, an optional concurrency cap.
+"""The async load generator: an arrival schedule and an optional concurrency cap
+(:func:`run_load`), and the one warm-up path (:func:`warm_up`, sent before a measured run on
+connections of its own).
 
 ``await run_load(...)`` works in a notebook cell as well as under ``asyncio.run``. It prints
 nothing: progress goes to an optional callback, finished records to an optional sink (so a caller
@@ -11,7 +13,7 @@ import asyncio
 import gc
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 
@@ -38,8 +40,7 @@ class LoadResult:
     """What one measured run produced.
 
     Attributes:
-        records: one per measured request, in workload order (warmups excluded).
-        warmup_records: the warmup requests' records.
+        records: one per measured request, in workload order.
         duration_s: from the first scheduled send (t=0) to the end of the last request, in s.
         started_at: wall-clock start (``time.time()``), for aligning with server metrics.
         t0: the same start on the ``time.perf_counter()`` clock: record times are relative to it.
@@ -47,7 +48,6 @@ class LoadResult:
     """
 
     records: list[RequestRecord]
-    warmup_records: list[RequestRecord] = field(default_factory=list)
     duration_s: float = 0.0
     started_at: float = 0.0
     t0: float = 0.0
@@ -55,19 +55,49 @@ class LoadResult:
 
 
 async def warm_up(
-    client: httpx.AsyncClient, warmups: Sequence[Request], load: LoadSpec, model: str
+    base_url: str, warmups: Sequence[Request], load: LoadSpec, model: str
 ) -> list[RequestRecord]:
-    """Send ``warmups`` all at once on ``client`` and wait for them; returns their records
-    (``warmup=True``)."""
-    t0 = time.perf_counter()
+    """Send ``warmups`` all at once and wait for them: the one warm-up path (the experiment
+    runner and the client benchmark both use it).
+
+    They go on a client of their own, closed before the measured run starts, so the measured
+    run opens all its connections after its t=0 and no warm-up chunk reaches its records,
+    progress or sink. Never raises for a failed request (see :func:`client.send`).
+
+    Returns:
+        The warm-ups' records (``warmup=True``), in ``warmups`` order.
+    """
     records = [RequestRecord(index=i, warmup=True) for i in range(len(warmups))]
-    await asyncio.gather(
-        *(
-            send(client, w, r, model=model, endpoint=load.endpoint, t0=t0)
-            for w, r in zip(warmups, records, strict=True)
+    timeout = httpx.Timeout(load.timeout_s, connect=30.0)
+    async with httpx.AsyncClient(base_url=base_url, timeout=timeout) as client:
+        t0 = time.perf_counter()
+        await asyncio.gather(
+            *(
+                send(client, w, r, model=model, endpoint=load.endpoint, t0=t0)
+                for w, r in zip(warmups, records, strict=True)
+            )
         )
-    )
     return records
+
+
+@dataclass(frozen=True)
+class LoadHooks:
+    """What :func:`run_load` calls while it runs; every hook is optional.
+
+    Attributes:
+        progress: called as ``progress(finished, total)`` after each request.
+        sink: called with each finished record (e.g. to append it to a file), exactly once.
+        should_stop: polled while dispatching; a non-``None`` string stops sending new requests
+            (the reason ends up in ``LoadResult.stopped_early``); requests not sent are recorded
+            as failed with that reason, never dropped.
+        on_chunk: called with a request's record after each token-carrying chunk, on the event
+            loop that times the requests (keep it cheap; see :func:`client.send`).
+    """
+
+    progress: ProgressFn | None = None
+    sink: RecordSink | None = None
+    should_stop: Callable[[], str | None] | None = None
+    on_chunk: ChunkHook | None = None
 
 
 async def run_load(
@@ -76,34 +106,27 @@ async def run_load(
     requests: Sequence[Request],
     load: LoadSpec,
     *,
-    warmups: Sequence[Request] = (),
-    progress: ProgressFn | None = None,
-    sink: RecordSink | None = None,
-    should_stop: Callable[[], str | None] | None = None,
     offsets_s: Sequence[float] | None = None,
-    on_chunk: ChunkHook | None = None,
+    hooks: LoadHooks | None = None,
 ) -> LoadResult:
-    """Drive ``requests`` through a server following ``load``.
+    """Drive ``requests`` through a server following ``load`` (warm-ups are :func:`warm_up`'s).
 
     Args:
         base_url: the server, e.g. ``http://127.0.0.1:8000``.
         model: the served model name.
         requests: the measured requests, sent in order.
-        load: endpoint, arrival process, concurrency cap, timeout.
-        warmups: requests sent (all at once) and awaited before the measured run; excluded.
-        progress: called as ``progress(finished, total)`` after each measured request.
-        sink: called with each finished measured record (e.g. to append it to a file).
-        should_stop: polled while dispatching; a non-``None`` string stops sending new requests
-            (the reason ends up in ``LoadResult.stopped_early``); requests not sent are recorded
-            as failed with that reason, never dropped.
+        load: endpoint, arrival process, concurrency cap, timeout (``num_warmups`` is read by
+            the caller that sends them, not here).
         offsets_s: explicit send times in seconds from the run start, one per request
             (non-decreasing), replacing ``load``'s arrival process (rate, burstiness, seed), e.g.
             to replay a trace or another tool's exact schedule.
-        on_chunk: called with a measured request's record after each token-carrying chunk, on
-            the event loop that times the requests (keep it cheap; see :func:`client.send`).
+        hooks: progress, sink, stop and per-chunk callbacks (:class:`LoadHooks`).
 
     Returns:
         A :class:`LoadResult`; failed requests stay in it with ``error`` set.
+
+    Raises:
+        ValueError: if ``offsets_s`` is not one non-decreasing time per request.
     """
     if offsets_s is None:
         offsets = schedule(len(requests), load.rate_rps, load.burstiness, load.seed)
@@ -113,28 +136,16 @@ async def run_load(
         if len(offsets) != len(requests) or any(b < a for a, b in steps):
             raise ValueError("offsets_s needs one non-decreasing send time per request")
     records = [RequestRecord(index=i, scheduled_s=float(t)) for i, t in enumerate(offsets)]
-    drive = _Drive(model, requests, load, records,
-                   _Hooks(progress=progress, sink=sink, should_stop=should_stop,
-                          on_chunk=on_chunk))
+    drive = _Drive(model, requests, load, records, hooks or LoadHooks())
     # As vllm bench serve does (freeze_gc_heap): move everything alive now out of the collector's
     # reach, so a full collection over a large heap cannot stall the event loop mid-run and
     # make requests leave late.
     gc.collect()
     gc.freeze()
     try:
-        return await drive.run(base_url, warmups, offsets)
+        return await drive.run(base_url, offsets)
     finally:
         gc.unfreeze()
-
-
-@dataclass
-class _Hooks:
-    """:func:`run_load`'s callbacks (see there)."""
-
-    progress: ProgressFn | None = None
-    sink: RecordSink | None = None
-    should_stop: Callable[[], str | None] | None = None
-    on_chunk: ChunkHook | None = None
 
 
 class _Drive:
@@ -143,7 +154,7 @@ class _Drive:
     the sink exactly once, also when the run stops early or is cancelled."""
 
     def __init__(self, model: str, requests: Sequence[Request], load: LoadSpec,
-                 records: list[RequestRecord], hooks: _Hooks):
+                 records: list[RequestRecord], hooks: LoadHooks):
         self.model, self.requests, self.load = model, requests, load
         self.records, self.hooks = records, hooks
         cap = load.max_concurrency
@@ -156,14 +167,10 @@ class _Drive:
         self.sunk: set[int] = set()   # indices already handed to the sink
         self.client: httpx.AsyncClient | None = None
 
-    async def run(self, base_url: str, warmups: Sequence[Request],
-                  offsets: list[float]) -> LoadResult:
+    async def run(self, base_url: str, offsets: list[float]) -> LoadResult:
         async with httpx.AsyncClient(base_url=base_url, limits=self.limits,
                                      timeout=self.timeout) as self.client:
-            warm = (await warm_up(self.client, warmups, self.load, self.model)
-                    if warmups else [])
-            result = LoadResult(records=self.records, warmup_records=warm,
-                                started_at=time.time())
+            result = LoadResult(records=self.records, started_at=time.time())
             result.t0 = time.perf_counter()
             try:
                 await self._dispatch(offsets, result)

@@ -16,7 +16,7 @@ import pytest
 from fake_sse import Delay, Drop, FakeSSE, Script, completion_stream, http_error
 
 from vllm_course.config import LoadSpec
-from vllm_course.loadgen import LoadResult, run_load
+from vllm_course.loadgen import LoadHooks, LoadResult, run_load, warm_up
 from vllm_course.loadgen import runner as loadgen
 from vllm_course.loadgen.arrivals import schedule
 from vllm_course.loadgen.selfcheck import LoopLagMonitor, held_by_stall
@@ -67,10 +67,19 @@ def _run(
 ) -> tuple[LoadResult, list[dict]]:
     async def go():
         async with BACKENDS[backend](fake, monkeypatch) as (url, made):
-            result = await run_load(url, "tiny-mistral", requests, load, **kwargs)
+            result = await _warm_and_run(url, requests, load, **kwargs)
         return result, made
 
     return asyncio.run(go())
+
+
+async def _warm_and_run(url: str, requests: list[Request], load: LoadSpec, *,
+                        warmups: list[Request] = (), offsets_s=None, **hooks) -> LoadResult:
+    """What the experiment runner does: :func:`warm_up`, then :func:`run_load` with ``hooks``."""
+    if warmups:
+        await warm_up(url, warmups, load, "tiny-mistral")
+    return await run_load(url, "tiny-mistral", requests, load, offsets_s=offsets_s,
+                          hooks=LoadHooks(**hooks))
 
 
 def _run_timed(
@@ -88,7 +97,7 @@ def _run_timed(
     async def go():
         async with BACKENDS[backend](fake, monkeypatch) as (url, _):
             async with LoopLagMonitor() as lag:
-                result = await run_load(url, "tiny-mistral", requests, load, **kwargs)
+                result = await _warm_and_run(url, requests, load, **kwargs)
         return result, [(a - result.t0, b - result.t0) for a, b in lag.stalls]
 
     return asyncio.run(go())
@@ -132,7 +141,6 @@ def test_records_in_workload_order_with_scheduled_times(monkeypatch: pytest.Monk
     assert result.duration_s >= float(expected[-1])
     assert wall0 <= result.started_at <= time.time()
     assert result.stopped_early is None
-    assert result.warmup_records == []
     # the client it built: timeout from the LoadSpec, no connection cap without max_concurrency
     assert made[0]["base_url"] == "http://test"
     assert made[0]["timeout"] == httpx.Timeout(600.0, connect=30.0)
@@ -284,10 +292,17 @@ def test_sink_and_progress_once_per_measured_record(monkeypatch: pytest.MonkeyPa
 def test_warmups_run_first_and_are_excluded(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeSSE(Script(events=completion_stream(["a"])))
     warm = [Request(f"warm-{i}", 1, 4) for i in range(3)]
-    result, _ = _run(fake, monkeypatch, _requests(2), LoadSpec(), warmups=warm)
-    assert len(result.warmup_records) == 3
-    assert all(r.warmup and r.success for r in result.warmup_records)
-    assert [r.index for r in result.warmup_records] == [0, 1, 2]
+
+    async def go():
+        async with _mock(fake, monkeypatch) as (url, made):
+            warmed = await warm_up(url, warm, LoadSpec(), "tiny-mistral")
+            return warmed, await run_load(url, "tiny-mistral", _requests(2), LoadSpec()), made
+
+    warm_records, result, made = asyncio.run(go())
+    assert len(warm_records) == 3
+    assert all(r.warmup and r.success for r in warm_records)
+    assert [r.index for r in warm_records] == [0, 1, 2]
+    assert len(made) == 2   # the warm-ups' client, then the measured run's own
     assert len(result.records) == 2
     assert all(not r.warmup for r in result.records)
     prompts = [c.body["prompt"] for c in fake.calls]
@@ -434,7 +449,8 @@ def test_interrupted_run_hands_every_record_to_the_sink(monkeypatch: pytest.Monk
         async with _mock(fake, monkeypatch) as (url, _):
             with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(
-                    run_load(url, "m", _requests(5), LoadSpec(max_concurrency=2), sink=sunk.append),
+                    run_load(url, "m", _requests(5), LoadSpec(max_concurrency=2),
+                             hooks=LoadHooks(sink=sunk.append)),
                     timeout=0.25,
                 )
 
