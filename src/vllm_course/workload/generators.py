@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from vllm_course.config import Endpoint, read_mapping
 from vllm_course.workload.lengths import Fixed, LengthDist
 from vllm_course.workload.request import Message, Request, WorkloadError
-from vllm_course.workload.tokenizer import PromptTokenizer
+from vllm_course.workload.tokenizer import PromptBuilder, PromptTokenizer
 
 
 class _Frozen(BaseModel):
@@ -194,52 +194,6 @@ def _plan(name: str, pop: Population, count: int, spec: GeneratorSpec, rng) -> l
     return plans
 
 
-class _TextBuilder:
-    """Readable prompts of exact lengths for one tokenizer and endpoint."""
-
-    def __init__(self, tokenizer: PromptTokenizer, endpoint: Endpoint):
-        self.tok, self.endpoint = tokenizer, endpoint
-        self.vocab = tokenizer.words
-        self.overhead: dict[tuple, int] = {}  # template tokens beyond the words, per prompt shape
-
-    def words(self, n: int, rng: np.random.Generator) -> str:
-        """``n`` random vocabulary words: exactly ``n`` tokens on their own (checked)."""
-        text = " ".join(self.vocab[i] for i in rng.integers(0, len(self.vocab), size=n))
-        if len(self.tok.encode(text)) != n:
-            raise WorkloadError(f"{n} vocabulary words did not tokenize to {n} tokens")
-        return text
-
-    def prompt(self, prefix: str | None, history: list[Message], user: str):
-        """The request prompt: completions text, or the chat conversation."""
-        if self.endpoint == "completions":
-            return f"{prefix} {user}" if prefix else user
-        system = ((("system", prefix),) if prefix else ())
-        return system + tuple(history) + (("user", user),)
-
-    def fit(self, prefix: str | None, history: list[Message], target: int, rng):
-        """``(prompt, ids, user_text)`` of exactly ``target`` tokens: pick the user message's word
-        count from the template overhead, tokenize as the server does, adjust until exact."""
-        fixed = sum(len(c.split()) for _, c in history) + (len(prefix.split()) if prefix else 0)
-        shape = (len(history), prefix is not None)
-        n = max(1, target - fixed - self.overhead.get(shape, 1))
-        # as many words as the target: the draws do not depend on the first guess
-        pool = [int(i) for i in rng.integers(0, len(self.vocab), size=target)]
-        for _ in range(8):
-            while len(pool) < n:
-                pool.append(int(rng.integers(0, len(self.vocab))))
-            user = " ".join(self.vocab[i] for i in pool[:n])
-            prompt = self.prompt(prefix, history, user)
-            ids = self.tok.prompt_ids(prompt, self.endpoint)
-            self.overhead[shape] = len(ids) - fixed - n
-            if len(ids) == target:
-                return prompt, ids, user
-            n += target - len(ids)
-            if n < 1:
-                break
-        raise WorkloadError(f"no {self.endpoint} prompt of exactly {target} tokens ({fixed} "
-                            f"tokens of prefix and history + template); raise input_len's min")
-
-
 def _find(ids: list[int], part: list[int]) -> int:
     """Index of ``part`` as a contiguous run in ``ids``, or -1."""
     first = part[0]
@@ -249,14 +203,14 @@ def _find(ids: list[int], part: list[int]) -> int:
     return -1
 
 
-def _make_prefixes(sp: SharedPrefix | None, builder: _TextBuilder, rng) -> list[tuple[str, list]]:
+def _make_prefixes(sp: SharedPrefix | None, builder: PromptBuilder, rng) -> list[tuple[str, list]]:
     if sp is None:
         return []
     texts = [builder.words(sp.length, rng) for _ in range(sp.num_prefixes)]
     return [(t, builder.tok.encode(t)) for t in texts]
 
 
-def _build(plan: _Plan, prefixes, builder: _TextBuilder, leads: dict, rng) -> list[Request]:
+def _build(plan: _Plan, prefixes, builder: PromptBuilder, leads: dict, rng) -> list[Request]:
     """The requests of one planned conversation, with the shared prefix checked token for token."""
     prefix, pids = prefixes[plan.group] if plan.group is not None else (None, None)
     history: list[Message] = []
@@ -293,7 +247,7 @@ def generate(spec: GeneratorSpec, tokenizer: PromptTokenizer) -> list[Request]:
         WorkloadError: if a first turn does not fit the limits or a length is below the
             endpoint's template overhead.
     """
-    builder = _TextBuilder(tokenizer, spec.endpoint)
+    builder = PromptBuilder(tokenizer, spec.endpoint)
     counts = _split(spec.num_requests, [p.weight for p in spec.populations.values()])
     conversations: list[list[Request]] = []
     populations = zip(spec.populations.items(), counts, strict=True)

@@ -2,8 +2,8 @@
 
 Prompt length means what the server reports as ``usage.prompt_tokens`` for the endpoint used:
 for ``/v1/completions`` the BOS token is included, for ``/v1/chat/completions`` the chat template
-tokens too. Prompts are readable text (whole words from the tokenizer's vocabulary), tokenized
-and trimmed with the model's own tokenizer until the count is exact.
+tokens too. Prompts are readable text (whole words from the tokenizer's vocabulary), their word
+count adjusted with the model's own tokenizer until the count is exact (``PromptBuilder``).
 
 JSONL line format (one request per line)::
 

@@ -2,8 +2,9 @@
 
 Prompt length means what the server reports as ``usage.prompt_tokens`` for the endpoint used:
 for ``/v1/completions`` the BOS token is included, for ``/v1/chat/completions`` the chat template
-tokens too. Prompts are readable text (whole words from the tokenizer's vocabulary), tokenized
-and trimmed with the model's own tokenizer until the count is exact.
+tokens too. Prompts are readable text (whole words from the tokenizer's vocabulary, joined with
+spaces), and :class:`PromptBuilder` adjusts their word count with the model's own tokenizer until
+the count is exact.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class PromptTokenizer:
 
     def __init__(self, model: str):
         self.model = model
+        self._builders: dict[str, PromptBuilder] = {}   # per endpoint, for make_prompt
         self._mistral = None
         self._hf = None
         if models.is_card(model):
@@ -147,31 +149,70 @@ class PromptTokenizer:
         return sorted(out)
 
     def make_prompt(self, length: int, endpoint: Endpoint, rng: np.random.Generator) -> str:
-        """Readable text whose ``prompt_len(text, endpoint)`` is exactly ``length`` tokens.
+        """Readable text whose ``prompt_len(text, endpoint)`` is exactly ``length`` tokens
+        (:meth:`PromptBuilder.fit` with no prefix and no history).
 
         Raises:
             WorkloadError: if ``length`` is below the endpoint's fixed overhead (BOS, template)
-                plus one token, or no exact trim was found.
+                plus one token, or no exact prompt was found.
         """
+        builder = self._builders.get(endpoint)
+        if builder is None:
+            builder = self._builders[endpoint] = PromptBuilder(self, endpoint)
         overhead = self.prompt_len("hello", endpoint) - len(self.encode("hello"))
-        body = length - overhead
-        if body < 1:
+        if length - overhead < 1:
             raise WorkloadError(
                 f"a {endpoint} prompt needs at least {overhead + 1} tokens ({overhead} for BOS/"
                 f"template); {length} was asked for"
             )
-        vocab = self.words
-        words = [vocab[i] for i in rng.integers(0, len(vocab), size=body + 8)]
-        ids = self.encode(" ".join(words))
-        for n in (body, body - 1, body + 1, body - 2, body + 2):
+        return builder.fit(None, [], length, rng)[2]   # the text (chat: the one user message)
+
+
+class PromptBuilder:
+    """Readable prompts of exact lengths for one tokenizer and endpoint: the one prompt builder
+    (synthetic sets, trace replays, warm-ups and the spec-driven generators all use it).
+
+    A prompt is whole vocabulary words joined with spaces (each word is one token on its own), so
+    its length is adjusted a word at a time and checked with the tokenizer the server uses."""
+
+    def __init__(self, tokenizer: PromptTokenizer, endpoint: Endpoint):
+        self.tok, self.endpoint = tokenizer, endpoint
+        self.vocab = tokenizer.words
+        self.overhead: dict[tuple, int] = {}  # template tokens beyond the words, per prompt shape
+
+    def words(self, n: int, rng: np.random.Generator) -> str:
+        """``n`` random vocabulary words: exactly ``n`` tokens on their own (checked)."""
+        text = " ".join(self.vocab[i] for i in rng.integers(0, len(self.vocab), size=n))
+        if len(self.tok.encode(text)) != n:
+            raise WorkloadError(f"{n} vocabulary words did not tokenize to {n} tokens")
+        return text
+
+    def prompt(self, prefix: str | None, history: list[Message], user: str):
+        """The request prompt: completions text, or the chat conversation."""
+        if self.endpoint == "completions":
+            return f"{prefix} {user}" if prefix else user
+        system = ((("system", prefix),) if prefix else ())
+        return system + tuple(history) + (("user", user),)
+
+    def fit(self, prefix: str | None, history: list[Message], target: int, rng):
+        """``(prompt, ids, user_text)`` of exactly ``target`` tokens: pick the user message's word
+        count from the template overhead, tokenize as the server does, adjust until exact."""
+        fixed = sum(len(c.split()) for _, c in history) + (len(prefix.split()) if prefix else 0)
+        shape = (len(history), prefix is not None)
+        n = max(1, target - fixed - self.overhead.get(shape, 1))
+        # as many words as the target: the draws do not depend on the first guess
+        pool = [int(i) for i in rng.integers(0, len(self.vocab), size=target)]
+        for _ in range(8):
+            while len(pool) < n:
+                pool.append(int(rng.integers(0, len(self.vocab))))
+            user = " ".join(self.vocab[i] for i in pool[:n])
+            prompt = self.prompt(prefix, history, user)
+            ids = self.tok.prompt_ids(prompt, self.endpoint)
+            self.overhead[shape] = len(ids) - fixed - n
+            if len(ids) == target:
+                return prompt, ids, user
+            n += target - len(ids)
             if n < 1:
-                continue
-            text = self.decode(ids[:n]).strip()
-            if self.prompt_len(text, endpoint) == length:
-                return text
-            # a trim can merge into a different split; top up one word at a time
-            for extra in range(3):
-                candidate = f"{text} {vocab[(n + extra) % len(vocab)]}"
-                if self.prompt_len(candidate, endpoint) == length:
-                    return candidate
-        raise WorkloadError(f"could not build a prompt of exactly {length} tokens")
+                break
+        raise WorkloadError(f"no {self.endpoint} prompt of exactly {target} tokens ({fixed} "
+                            f"tokens of prefix and history + template); raise input_len's min")
