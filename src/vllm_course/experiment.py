@@ -290,31 +290,19 @@ async def run_experiment(
         if served_len is not None and served_len != configured_len:
             check_max_model_len(requests, served_len, endpoint=endpoint, tokenizer=model,
                                 source=source)
-        return await _measure(
-            config, server, requests, warmups, run_dir, progress, sample_interval_s, offsets,
-            on_chunk,
-        )
+        hooks = _RunHooks(progress=progress, offsets=offsets, on_chunk=on_chunk,
+                          sample_interval_s=sample_interval_s)
+        return await _measure(config, server, requests, warmups, run_dir, hooks)
     finally:
         pool.release(server)
 
 
-async def _measure(
-    config: RunConfig,
-    server: VLLMServer,
-    requests,
-    warmups,
-    run_dir: Path,
-    progress,
-    sample_interval_s: float,
-    offsets: list[float] | None = None,
-    on_chunk: ChunkHook | None = None,
-) -> RunResult:
+async def _measure(config: RunConfig, server: VLLMServer, requests, warmups, run_dir: Path,
+                   hooks: _RunHooks) -> RunResult:
     """Measure one run on a started server and save it in ``run_dir`` (see
     :func:`run_experiment`): probes around the load, then the result built from what they saw."""
-    result, sampler, lag = await _run_with_probes(
-        config, server, requests, warmups, run_dir,
-        _RunHooks(progress=progress, offsets=offsets, on_chunk=on_chunk,
-                  sample_interval_s=sample_interval_s))
+    result, sampler, lag = await _run_with_probes(config, server, requests, warmups, run_dir,
+                                                  hooks)
     run = _build_result(config, server, result, sampler, lag, run_dir)
     run.save(run_dir)
     if not server.alive():

@@ -231,10 +231,8 @@ def test_trace_replay_passes_the_timestamps_as_offsets(
 ) -> None:
     seen = {}
 
-    async def fake_measure(
-        config, server, requests, warmups, run_dir, progress, interval, offsets, on_chunk
-    ):
-        seen.update(requests=requests, offsets=offsets, on_chunk=on_chunk)
+    async def fake_measure(config, server, requests, warmups, run_dir, hooks):
+        seen.update(requests=requests, offsets=hooks.offsets, on_chunk=hooks.on_chunk)
         return "result"
 
     monkeypatch.setattr(experiment, "_measure", fake_measure)

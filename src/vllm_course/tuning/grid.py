@@ -283,28 +283,15 @@ async def sweep(
     own = pool is None
     pool = pool or own_pool()
     folder = _new_folder(results_root, spec.name)
-    configs = [(label, spec.point_config(label, level))
-               for label in spec.servers for level in spec.levels]
-    hits = [store.get(c, pool.profile_args) if store else None for _, c in configs]
-    plan = make_plan(configs, [h is not None for h in hits], pool.profile_args,
-                     live_keys(pool), store)
-    points: list[SweepPoint | None] = [
-        None if h is None else SweepPoint(label=lb, level=lv, cached=True, path=h.path, result=h)
-        for h, (lb, lv) in zip(hits, [(lb, lv) for lb in spec.servers for lv in spec.levels],
-                               strict=True)
-    ]
     emit = progress or print_steps
-    missing = [lb for lb in spec.servers
-               if any(p is None for (lab, _), p in zip(configs, points, strict=True)
-                      if lab == lb)]
-    order = _order(missing, spec, pool)
-    run = _Runner(spec, configs, points, pool, store, folder, emit, plan, order)
+    run = _Runner(spec, pool, store, folder, emit)
+    plan, configs = run.plan, run.configs
     complete = False
     try:
         emit(Step("plan", f"sweep {spec.name}: {plan}", run.done, len(configs), plan.estimate_s))
-        if missing:
-            check_server_flags([spec.servers[lb] for lb in missing], pool)
-        for label in order:
+        if run.missing:
+            check_server_flags([spec.servers[lb] for lb in run.missing], pool)
+        for label in run.order:
             await run.setting(label)
         complete = True
     finally:
@@ -323,16 +310,32 @@ async def sweep(
 class _Runner:
     """The running part of :func:`sweep`: points of one setting after another."""
 
-    def __init__(self, spec, configs, points, pool, store, folder, emit, plan, order):
-        self.spec, self.configs, self.points = spec, configs, points
-        self.pool, self.store, self.folder, self.emit = pool, store, folder, emit
-        todo = [c for label in order for (lab, c), p in zip(configs, points, strict=True)
-                if lab == label and p is None]   # in the order they will run
-        self.eta = Eta([estimate_point_s(c, device()) for c in todo])
-        self.plan = plan
+    def __init__(self, spec: SweepSpec, pool: ServerPool, store: ResultCache | None,
+                 folder: Path, emit: StepFn):
+        """Read the cache and plan: ``configs`` (one ``(label, RunConfig)`` per point, settings
+        in spec order), ``points`` (the cached ones filled in), ``plan``, and ``order`` (the
+        settings with points to run, those live in ``pool`` first)."""
+        self.spec, self.pool, self.store, self.folder, self.emit = spec, pool, store, folder, emit
+        self.configs = [(label, spec.point_config(label, level))
+                        for label in spec.servers for level in spec.levels]
+        hits = [store.get(c, pool.profile_args) if store else None for _, c in self.configs]
+        self.plan = make_plan(self.configs, [h is not None for h in hits], pool.profile_args,
+                              live_keys(pool), store)
+        where = [(lb, lv) for lb in spec.servers for lv in spec.levels]
+        self.points: list[SweepPoint | None] = [
+            None if h is None else SweepPoint(label=lb, level=lv, cached=True, path=h.path,
+                                              result=h)
+            for h, (lb, lv) in zip(hits, where, strict=True)
+        ]
+        todo = [(lab, c) for (lab, c), p in zip(self.configs, self.points, strict=True)
+                if p is None]
+        self.missing = list(dict.fromkeys(lab for lab, _ in todo))   # settings, in spec order
+        self.order = _order(self.missing, spec, pool)
+        todo.sort(key=lambda lc: self.order.index(lc[0]))   # in the order they will run
+        self.eta = Eta([estimate_point_s(c, device()) for _, c in todo])
         self.started: list[str] = []
         self.warnings: list[str] = []
-        self.starts_left = dict.fromkeys(plan.starts, estimate_start_s(device()))
+        self.starts_left = dict.fromkeys(self.plan.starts, estimate_start_s(device()))
 
     @property
     def done(self) -> int:
