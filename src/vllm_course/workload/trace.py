@@ -129,15 +129,11 @@ class BlockPrompts:
 def build_requests(
     rows: Sequence[TraceRow],
     tokenizer: PromptTokenizer,
-    *,
-    format: TraceFormat,  # noqa: A002
+    spec: TraceWorkload,
     endpoint: Endpoint = "completions",
-    time_scale: float = 1.0,
-    block_size: int = MOONCAKE_BLOCK_SIZE,
-    seed: int = 0,
-    source: str = "trace",
 ) -> list[Request]:
-    """Requests for selected rows: exact ``prompt_len``/``output_len``, ``timestamp_s`` from 0.
+    """Requests for rows already selected from ``spec.path``: exact ``prompt_len``/``output_len``,
+    ``timestamp_s`` from 0 (``spec``'s ``time_scale``, ``block_size`` and ``seed`` apply).
 
     Azure rows get text prompts (either endpoint), Mooncake rows token-id prompts (completions).
 
@@ -145,15 +141,16 @@ def build_requests(
         WorkloadError: a Mooncake trace sent to the chat endpoint, or a prompt too short for the
             endpoint's template (naming ``source:line``).
     """
-    times = replay_times(rows, time_scale)
+    source, seed = str(spec.path), spec.seed
+    times = replay_times(rows, spec.time_scale)
     out = []
-    if format == "mooncake":
+    if spec.trace_format == "mooncake":
         if endpoint != "completions":
             raise WorkloadError(
                 f"{source}: a Mooncake trace replays as token-id prompts (exact shared prefixes), "
                 "which only the completions endpoint accepts; set load.endpoint: completions"
             )
-        blocks = BlockPrompts(tokenizer, block_size, seed)
+        blocks = BlockPrompts(tokenizer, spec.block_size, seed)
         for row, t in zip(rows, times, strict=True):
             try:
                 prompt = blocks.prompt(row.input_len, row.hash_ids, row.line)
@@ -197,33 +194,24 @@ def import_trace(
         FileNotFoundError: if ``path`` does not exist.
         WorkloadError: for a bad line (``path:line``), an empty window, or a Mooncake trace on
             the chat endpoint.
+        pydantic.ValidationError (a ``ValueError``): for an option out of range (a
+            ``time_scale`` or ``block_size`` not above 0, an unordered ``window_s``).
     """
-    rows = read_rows(path, format, block_size=block_size, drop_empty=drop_empty)
-    rows = select(rows, window_s=window_s, limit=limit)
+    spec = TraceWorkload(path=path, format=format, time_scale=time_scale, window_s=window_s,
+                         limit=limit, block_size=block_size, seed=seed, drop_empty=drop_empty)
+    return load(spec, tokenizer, endpoint)
+
+
+def load(spec: TraceWorkload, tokenizer: PromptTokenizer | str,
+         endpoint: Endpoint = "completions") -> list[Request]:
+    """The requests a ``kind: trace`` workload describes (:func:`import_trace` with its options
+    gathered in one :class:`~vllm_course.config.TraceWorkload`).
+
+    Raises:
+        FileNotFoundError, WorkloadError: as :func:`import_trace`.
+    """
+    rows = read_rows(spec.path, spec.format, block_size=spec.block_size,
+                     drop_empty=spec.drop_empty)
+    rows = select(rows, window_s=spec.window_s, limit=spec.limit)
     tok = PromptTokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
-    return build_requests(
-        rows,
-        tok,
-        format=format or detect_format(path),
-        endpoint=endpoint,
-        time_scale=time_scale,
-        block_size=block_size,
-        seed=seed,
-        source=str(path),
-    )
-
-
-def load(spec: TraceWorkload, model: str, endpoint: Endpoint = "completions") -> list[Request]:
-    """The requests a ``kind: trace`` workload describes (prompts from ``model``'s tokenizer)."""
-    return import_trace(
-        spec.path,
-        model,
-        format=spec.trace_format,
-        endpoint=endpoint,
-        time_scale=spec.time_scale,
-        window_s=spec.window_s,
-        limit=spec.limit,
-        block_size=spec.block_size,
-        seed=spec.seed,
-        drop_empty=spec.drop_empty,
-    )
+    return build_requests(rows, tok, spec, endpoint)
