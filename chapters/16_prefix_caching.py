@@ -210,7 +210,7 @@ def row(r) -> dict:
 table = pd.DataFrame({key: row(r) for key, r in runs.items()})
 table.loc["predicted hit rate"] = [expected[wl].hit_rate if "on" in srv else 0.0
                                    for wl, srv in table.columns]
-block_size = runs[("shared prefixes", "caching on (default)")].startup["block_size"]
+block_size = runs[("shared prefixes", "caching on (default)")].startup.block_size
 print(f"server block size {block_size} (the prediction assumed {BLOCK})")
 table.round(3)
 
@@ -271,7 +271,7 @@ for i, r in enumerate(runs.values()):
 ax.set_xticks(x, labels, fontsize=8)
 ax.set_ylabel("total throughput (tok/s)")
 ax.set_title(f"{N} requests, one at a time ({profile.model}, vLLM "
-             f"{runs[('shared prefixes', 'caching on (default)')].startup.get('vllm_version')})")
+             f"{runs[('shared prefixes', 'caching on (default)')].startup.vllm_version})")
 ax.grid(alpha=0.3, axis="y")
 plt.tight_layout()
 plt.show()
