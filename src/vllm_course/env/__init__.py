@@ -27,6 +27,7 @@ from vllm_course.env.machine import (
     memory_available_bytes,
     parse_gpu_query,
     profile_for_gpus,
+    supports_cpu_fp8_kv,
     vllm_build,
     vllm_version,
 )
@@ -37,5 +38,6 @@ __all__ = [
     "broken_packages", "cpu_flags", "cpu_model", "current_profile", "detect_profile_name",
     "driver_version",
     "facts", "gpu_info", "gpus", "hardware", "load_profile", "memory_available_bytes",
-    "parse_gpu_query", "profile_for_gpus", "profile_names", "vllm_build", "vllm_version",
+    "parse_gpu_query", "profile_for_gpus", "profile_names", "supports_cpu_fp8_kv", "vllm_build",
+    "vllm_version",
 ]

@@ -240,6 +240,9 @@ def diagnose() -> Report:
                 f"flags: {' '.join(flags) if flags else 'none of interest'}",
             )
         )
+        facts.append(("fp8 KV cache", "yes (AVX-512 or AMX)" if machine.supports_cpu_fp8_kv(flags)
+                      else "not on this CPU (vLLM's CPU build needs AVX-512 or AMX for "
+                           "--kv-cache-dtype fp8)"))
     facts.append(("free memory", _gib(machine.memory_available_bytes())))
     facts.append(("profile", f"{profile} ({profile_reason(profile, found)})"))
     facts.append(("course home", str(models.course_home())))

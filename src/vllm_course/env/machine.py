@@ -189,6 +189,14 @@ def cpu_flags() -> list[str]:
     return [f for f in wanted if f in flags]
 
 
+def supports_cpu_fp8_kv(flags: Sequence[str]) -> bool:
+    """True where vLLM's CPU build can store the KV cache in fp8: an x86 CPU with AVX-512
+    (``avx512f``) or AMX (``amx_bf16``), the flags of :func:`cpu_flags`. Elsewhere vLLM 0.32's CPU
+    attention backend raises ``NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512
+    or AMX.`` while the server starts (``vllm/v1/attention/backends/cpu_attn.py``)."""
+    return bool({"avx512f", "amx_bf16"} & set(flags))
+
+
 def memory_available_bytes() -> int | None:
     """``MemAvailable`` from /proc/meminfo in bytes, or ``None`` where unreadable."""
     try:

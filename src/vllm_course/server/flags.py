@@ -228,3 +228,32 @@ def check_flags(argv: list[str], flags: list[str] | None = None) -> None:
             f"vLLM {machine.vllm_version()} has no flag {name}{hint} (nothing was launched)",
             cause="bad_flag",
         )
+
+
+def check_cpu_kv_dtype(args: dict[str, object], flags: list[str] | None = None) -> None:
+    """Refuse, before launch, the KV cache dtypes vLLM's CPU build stops on (call it for the CPU
+    build only). ``args`` are the server's flags; ``flags`` the CPU's
+    (:func:`vllm_course.env.cpu_flags`, read when ``None``).
+
+    Raises:
+        ServerError: ``cause="bad_value"``, for ``--kv-cache-dtype fp8*`` on a CPU without
+            AVX-512 or AMX (vLLM 0.32 stops the server while it starts: "FP8 KV cache on CPU
+            requires x86 with AVX-512 or AMX", ``vllm/v1/attention/backends/cpu_attn.py``), or a
+            16-bit KV cache under a float32 model (vLLM 0.32's CPU engine died on its first
+            requests with tiny-mistral and ``--kv-cache-dtype bfloat16``).
+    """
+    kv = str(args.get("kv-cache-dtype", "auto")).lower()
+    if kv == "auto":
+        return
+    flags = machine.cpu_flags() if flags is None else flags
+    if kv.startswith("fp8") and not machine.supports_cpu_fp8_kv(flags):
+        raise ServerError(
+            f"--kv-cache-dtype {kv} needs a CPU with AVX-512 or AMX in vLLM's CPU build, and this "
+            f"one has {', '.join(flags) or 'neither'} (nothing was launched): remove the flag, or "
+            "run on a GPU or an AVX-512 CPU", cause="bad_value")
+    dtype = str(args.get("dtype", "auto")).lower()
+    if dtype in ("float32", "float") and kv in ("bfloat16", "float16", "half"):
+        raise ServerError(
+            f"--kv-cache-dtype {kv} under --dtype {dtype} stops vLLM's CPU engine on its first "
+            "requests (vLLM 0.32; nothing was launched): keep --kv-cache-dtype auto (the "
+            "model's dtype)", cause="bad_value")

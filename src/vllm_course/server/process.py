@@ -32,7 +32,7 @@ from vllm_course.server.failures import (
     classify_failure,
     tail,
 )
-from vllm_course.server.flags import check_flags, check_values
+from vllm_course.server.flags import check_cpu_kv_dtype, check_flags, check_values
 from vllm_course.server.groups import stop_group
 from vllm_course.server.startup import (
     StartupFacts,
@@ -157,13 +157,17 @@ class VLLMServer:
 
         Raises:
             UnknownFlagError: a flag vLLM does not know (before launch).
-            ServerError: the server exited or did not become healthy within
-                ``config.startup_timeout_s``; ``cause`` says why and the log tail is shown.
+            ServerError: ``cause="bad_value"`` before launch, for a flag value vLLM rejects or
+                one the CPU build cannot run (:func:`check_cpu_kv_dtype`); or the server exited or
+                did not become healthy within ``config.startup_timeout_s``; ``cause`` says why
+                and the log tail is shown.
         """
         if self.proc is not None:
             return self
         check_flags(ServerConfig(args=self.effective_args()).argv())
         check_values(self.effective_args())
+        if machine.vllm_build() == "cpu":
+            check_cpu_kv_dtype(self.effective_args())
         model = self.config.model
         if (
             not models.is_card(model)

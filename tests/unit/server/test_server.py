@@ -679,3 +679,48 @@ def test_reset_on_an_unreachable_server_is_a_server_error(monkeypatch):
 
     with pytest.raises(ServerError, match="POST /reset_prefix_cache failed: ConnectError"):
         _reset_with(monkeypatch, [httpx.ConnectError("refused")])
+
+
+@pytest.mark.parametrize(
+    ("cpu", "ok"),
+    [(["avx2"], False), (["asimd"], False), ([], False), (["avx2", "avx512f"], True),
+     (["avx2", "amx_bf16"], True)],
+)
+def test_supports_cpu_fp8_kv(cpu: list[str], ok: bool) -> None:
+    assert env.supports_cpu_fp8_kv(cpu) is ok
+
+
+def test_check_cpu_kv_dtype_refuses_what_the_cpu_build_stops_on() -> None:
+    check = flags.check_cpu_kv_dtype
+    check({}, ["avx2"])                                   # auto: the model's dtype
+    check({"kv-cache-dtype": "auto", "dtype": "float32"}, ["avx2"])
+    check({"kv-cache-dtype": "fp8"}, ["avx2", "avx512f"])
+    check({"kv-cache-dtype": "fp8_e5m2", "dtype": "float32"}, ["amx_bf16"])
+    check({"kv-cache-dtype": "bfloat16", "dtype": "bfloat16"}, ["avx2"])
+    with pytest.raises(ServerError, match=r"^--kv-cache-dtype fp8 needs a CPU with AVX-512 or AMX "
+                                          r"in vLLM's CPU build, and this one has avx2 ") as info:
+        check({"kv-cache-dtype": "fp8"}, ["avx2"])
+    assert info.value.cause == "bad_value"
+    with pytest.raises(ServerError, match="this one has neither"):
+        check({"kv-cache-dtype": "fp8_e4m3"}, [])
+    for dtype, kv in (("float32", "bfloat16"), ("float", "float16"), ("float32", "half")):
+        with pytest.raises(ServerError, match=rf"^--kv-cache-dtype {kv} under --dtype {dtype} "
+                                              "stops vLLM's CPU engine") as info:
+            check({"kv-cache-dtype": kv, "dtype": dtype}, ["avx2", "avx512f"])
+        assert info.value.cause == "bad_value"
+
+
+def test_start_refuses_an_fp8_kv_cache_on_an_avx2_cpu_before_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(env, "vllm_build", lambda: "cpu")
+    monkeypatch.setattr(env, "cpu_flags", lambda: ["avx2"])
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: pytest.fail("launched"))
+    srv = VLLMServer(ServerConfig(args={"kv-cache-dtype": "fp8"}), log_path=tmp_path / "s.log")
+    with pytest.raises(ServerError, match="needs a CPU with AVX-512 or AMX") as info:
+        srv.start()
+    assert info.value.cause == "bad_value" and srv.proc is None
+    with pytest.raises(ServerError, match="needs a CPU with AVX-512 or AMX"):
+        server.check_config(ServerConfig(args={"kv-cache-dtype": "fp8"}), {})
+    monkeypatch.setattr(env, "vllm_build", lambda: "cuda")   # a GPU build: the flag is fine
+    server.check_config(ServerConfig(args={"kv-cache-dtype": "fp8"}), {})
