@@ -82,12 +82,13 @@ def test_trace_replays_at_its_timestamps(pool, tmp_path, fmt):
     result = _run(pool, tmp_path, f"trace-{fmt}", TraceWorkload(path=path, time_scale=2.0),
                   server)
     records = result.records()
-    requests = trace.import_trace(path, "tiny-mistral", format=fmt, endpoint="completions",
-                                  time_scale=2.0)
+    requests = trace.import_trace(TraceWorkload(path=path, format=fmt, time_scale=2.0),
+                                  "tiny-mistral", endpoint="completions")
     assert result.summary.failed == 0, result.summary.errors
     assert [r.scheduled_s for r in records] == pytest.approx([q.timestamp_s for q in requests])
     assert requests[-1].timestamp_s == pytest.approx(
-        trace.import_trace(path, "tiny-mistral", format=fmt)[-1].timestamp_s / 2)
+        trace.import_trace(TraceWorkload(path=path, format=fmt), "tiny-mistral")[-1].timestamp_s
+        / 2)
     # Sends follow the trace's timestamps: every send later than LATE_S was held by an
     # event-loop stall the client measured in the same run, and the sends the loop was free to
     # make (no recorded stall between their scheduled and actual send times) are on time at the

@@ -53,7 +53,7 @@ def load_requests(spec: WorkloadSpec, model: str, endpoint: Endpoint) -> list[Re
             token-id prompts were meant for the chat endpoint.
     """
     if isinstance(spec, TraceWorkload):
-        return trace.load(spec, model, endpoint)
+        return trace.import_trace(spec, model, endpoint)
     if isinstance(spec, FileWorkload):
         requests = read_jsonl(spec.path, spec.num_requests)
         check_endpoint(requests, endpoint, str(spec.path))

@@ -169,47 +169,29 @@ def build_requests(
 
 
 def import_trace(
-    path: str | Path,
+    trace: str | Path | TraceWorkload,
     tokenizer: PromptTokenizer | str = "tiny-mistral",
-    *,
-    format: TraceFormat | None = None,  # noqa: A002
     endpoint: Endpoint = "completions",
-    time_scale: float = 1.0,
-    window_s: tuple[float, float] | None = None,
-    limit: int | None = None,
-    block_size: int = MOONCAKE_BLOCK_SIZE,
-    seed: int = 0,
-    drop_empty: bool = False,
 ) -> list[Request]:
     """Read a trace file into requests (see the module docstring for every option).
 
-    The same file and arguments give the same requests byte for byte.
+    ``trace`` is the file (every option at its default) or a ``kind: trace`` workload, the same
+    :class:`~vllm_course.config.TraceWorkload` a run config holds (format, time scale, window,
+    limit, Mooncake block size, seed, empty rows). The same trace and arguments give the same
+    requests byte for byte.
 
     Example::
 
-        reqs = import_trace("datasets/traces/mooncake_sample.jsonl", "tiny-mistral",
-                            time_scale=2.0, window_s=(0, 30), limit=50)
+        reqs = import_trace(TraceWorkload(path="datasets/traces/mooncake_sample.jsonl",
+                                          time_scale=2.0, window_s=(0, 30), limit=50),
+                            "tiny-mistral")
 
     Raises:
-        FileNotFoundError: if ``path`` does not exist.
+        FileNotFoundError: if the file does not exist.
         WorkloadError: for a bad line (``path:line``), an empty window, or a Mooncake trace on
             the chat endpoint.
-        pydantic.ValidationError (a ``ValueError``): for an option out of range (a
-            ``time_scale`` or ``block_size`` not above 0, an unordered ``window_s``).
     """
-    spec = TraceWorkload(path=path, format=format, time_scale=time_scale, window_s=window_s,
-                         limit=limit, block_size=block_size, seed=seed, drop_empty=drop_empty)
-    return load(spec, tokenizer, endpoint)
-
-
-def load(spec: TraceWorkload, tokenizer: PromptTokenizer | str,
-         endpoint: Endpoint = "completions") -> list[Request]:
-    """The requests a ``kind: trace`` workload describes (:func:`import_trace` with its options
-    gathered in one :class:`~vllm_course.config.TraceWorkload`).
-
-    Raises:
-        FileNotFoundError, WorkloadError: as :func:`import_trace`.
-    """
+    spec = trace if isinstance(trace, TraceWorkload) else TraceWorkload(path=trace)
     rows = read_rows(spec.path, spec.format, block_size=spec.block_size,
                      drop_empty=spec.drop_empty)
     rows = select(rows, window_s=spec.window_s, limit=spec.limit)

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from vllm_course.cli import main
+from vllm_course.config import TraceWorkload
 from vllm_course.workload import PromptTokenizer, Request, prefix, trace, write_jsonl
 from vllm_course.workload.stats import (
     WorkloadStats,
@@ -119,7 +120,8 @@ def test_hash_id_prefix_on_random_traces(tmp_path: Path, tok: PromptTokenizer, s
     path = tmp_path / "r.jsonl"
     path.write_text("\n".join(lines) + "\n")
     rows = trace.read_rows(path, block_size=block)
-    prompts = [r.prompt for r in trace.import_trace(path, tok, block_size=block)]
+    prompts = [r.prompt for r in trace.import_trace(TraceWorkload(path=path, block_size=block),
+                                                    tok)]
     shared, cached = hash_id_prefix(rows, block, 16)
     assert sum(cached) > 0
     assert cached == prefix.cached_tokens(prompts, 16)

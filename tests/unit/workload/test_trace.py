@@ -165,7 +165,7 @@ def test_azure_prompt_too_short_names_the_line(tmp_path: Path, tok: PromptTokeni
 
 def test_mooncake_import(tmp_path: Path, tok: PromptTokenizer) -> None:
     path = _mooncake(tmp_path, *MOONCAKE)
-    reqs = import_trace(path, tok, block_size=BLOCK)
+    reqs = import_trace(TraceWorkload(path=path, block_size=BLOCK), tok)
     assert [(r.prompt_len, r.output_len, r.timestamp_s) for r in reqs] == [
         (40, 5, 0.0),
         (35, 6, 0.25),
@@ -178,15 +178,15 @@ def test_mooncake_import(tmp_path: Path, tok: PromptTokenizer) -> None:
         assert r.prompt[0] == 1  # Mistral's BOS, which vLLM does not add to token ids
         assert set(r.prompt[1:]) <= words  # whole words: the prompt decodes to readable text
     assert tok.decode(reqs[0].prompt[1:6]).count(" ") == 4
-    assert import_trace(path, tok, block_size=BLOCK) == reqs
-    other_seed = import_trace(path, tok, block_size=BLOCK, seed=1)
+    assert import_trace(TraceWorkload(path=path, block_size=BLOCK), tok) == reqs
+    other_seed = import_trace(TraceWorkload(path=path, block_size=BLOCK, seed=1), tok)
     assert [r.prompt for r in other_seed] != [r.prompt for r in reqs]
 
 
 def test_shared_hash_ids_give_token_identical_prefixes(
     tmp_path: Path, tok: PromptTokenizer
 ) -> None:
-    a, b, c, d = import_trace(_mooncake(tmp_path, *MOONCAKE), tok, block_size=BLOCK)
+    a, b, c, d = import_trace(TraceWorkload(path=_mooncake(tmp_path, *MOONCAKE), block_size=BLOCK), tok)
     # a [1,2,3] and b [1,2,4]: the first two blocks are identical, the third is not
     assert a.prompt[: 2 * BLOCK] == b.prompt[: 2 * BLOCK]
     assert a.prompt[2 * BLOCK : 35] != b.prompt[2 * BLOCK : 35]
@@ -205,7 +205,7 @@ def test_same_hash_id_same_tokens_across_lengths(tmp_path: Path, tok: PromptToke
         {"timestamp": 0, "input_length": 20, "output_length": 1, "hash_ids": [5, 6]},
         {"timestamp": 1, "input_length": 32, "output_length": 1, "hash_ids": [5, 6]},
     )
-    short, full = import_trace(path, tok, block_size=BLOCK)
+    short, full = import_trace(TraceWorkload(path=path, block_size=BLOCK), tok)
     assert full.prompt[:20] == short.prompt
     # the real traces' 512-token blocks by default
     one = _mooncake(
@@ -220,7 +220,8 @@ def test_same_hash_id_same_tokens_across_lengths(tmp_path: Path, tok: PromptToke
 
 def test_mooncake_prompts_need_completions(tmp_path: Path, tok: PromptTokenizer) -> None:
     with pytest.raises(WorkloadError, match="only the completions endpoint accepts"):
-        import_trace(_mooncake(tmp_path, *MOONCAKE), tok, endpoint="chat", block_size=BLOCK)
+        import_trace(TraceWorkload(path=_mooncake(tmp_path, *MOONCAKE), block_size=BLOCK), tok,
+                     endpoint="chat")
 
 
 GOOD = json.dumps(MOONCAKE[0])
@@ -286,25 +287,26 @@ def test_empty_mooncake_file(tmp_path: Path) -> None:
 
 def test_time_scale(tmp_path: Path, tok: PromptTokenizer) -> None:
     path = _mooncake(tmp_path, *MOONCAKE)
-    fast = import_trace(path, tok, block_size=BLOCK, time_scale=2.0)
-    slow = import_trace(path, tok, block_size=BLOCK, time_scale=0.5)
+    fast = import_trace(TraceWorkload(path=path, block_size=BLOCK, time_scale=2.0), tok)
+    slow = import_trace(TraceWorkload(path=path, block_size=BLOCK, time_scale=0.5), tok)
     assert [r.timestamp_s for r in fast] == [0.0, 0.125, 0.45, 0.75]
     assert [r.timestamp_s for r in slow] == [0.0, 0.5, 1.8, 3.0]
     with pytest.raises(ValueError, match="time_scale"):
-        import_trace(path, tok, block_size=BLOCK, time_scale=0)
+        import_trace(TraceWorkload(path=path, block_size=BLOCK, time_scale=0), tok)
 
 
 def test_window_and_limit(tmp_path: Path, tok: PromptTokenizer) -> None:
     # the window is in trace seconds from the first request; the first kept request is sent at 0
     path = _file(tmp_path, "azure.csv", *AZURE_2023)  # t = 0, 0.5, 2.02004, 2.27004
-    reqs = import_trace(path, tok, window_s=(0.5, 2.1))
+    reqs = import_trace(TraceWorkload(path=path, window_s=(0.5, 2.1)), tok)
     assert [(r.prompt_len, r.timestamp_s) for r in reqs] == [(30, 0.0), (100, 1.52004)]
-    assert [r.prompt_len for r in import_trace(path, tok, window_s=(0.5, 10), limit=2)] == [30, 100]
-    assert [r.prompt_len for r in import_trace(path, tok, limit=1)] == [48]
-    scaled = import_trace(path, tok, window_s=(2.0, 3.0), time_scale=2.0)
+    assert [r.prompt_len for r in import_trace(TraceWorkload(path=path, window_s=(0.5, 10), limit=2),
+                                               tok)] == [30, 100]
+    assert [r.prompt_len for r in import_trace(TraceWorkload(path=path, limit=1), tok)] == [48]
+    scaled = import_trace(TraceWorkload(path=path, window_s=(2.0, 3.0), time_scale=2.0), tok)
     assert [r.timestamp_s for r in scaled] == [0.0, 0.125]
     with pytest.raises(WorkloadError, match=r"no requests in the window 3-4 s .*spans 2\.270 s"):
-        import_trace(path, tok, window_s=(3, 4))
+        import_trace(TraceWorkload(path=path, window_s=(3, 4)), tok)
 
 
 def test_select_rejects_bad_arguments() -> None:
@@ -321,7 +323,7 @@ def test_select_rejects_bad_arguments() -> None:
 @pytest.mark.parametrize("name", ["azure_sample.csv", "mooncake_sample.jsonl"])
 def test_committed_samples_import(name: str, tok: PromptTokenizer) -> None:
     path = REPO / "datasets" / "traces" / name
-    reqs = import_trace(path, tok, limit=6)
+    reqs = import_trace(TraceWorkload(path=path, limit=6), tok)
     assert len(reqs) == 6 and reqs[0].timestamp_s == 0.0
     assert all(r.prompt_len + r.output_len <= 4096 for r in import_trace(path, tok))
     if name.endswith(".jsonl"):
@@ -334,7 +336,7 @@ def test_trace_workload_config(tmp_path: Path, tok: PromptTokenizer) -> None:
     spec = TraceWorkload(path=path, block_size=BLOCK, time_scale=2.0, window_s=(0.2, 2), limit=2)
     assert spec.trace_format == "mooncake"
     assert TraceWorkload(path=tmp_path / "x.CSV").trace_format == "azure"
-    reqs = trace.load(spec, "tiny-mistral")
+    reqs = trace.import_trace(spec, "tiny-mistral")
     assert [(r.prompt_len, r.timestamp_s) for r in reqs] == [(35, 0.0), (20, 0.325)]
     with pytest.raises(ValidationError, match="window_s"):
         TraceWorkload(path=path, window_s=(5, 1))
