@@ -266,10 +266,13 @@ pd.DataFrame(rows).T[["output_throughput_tok_s", "p99_tpot_ms", "p99_ttft_ms", "
 #   client's round trips between waves of requests, and two runs of the same point (in
 #   bfloat16) measured 261 and 443 tok/s at the same median TPOT (7.2 and 7.3 ms).
 # - **It stops rising past the knee**: the server never runs more than 8 requests at once (the
-#   peak of `vllm:num_requests_running`), and the batch's token rate at 24 in flight is no higher
-#   than at 16 (the check allows 30 % for noise; it uses batch ÷ median TPOT again, because the
-#   measured tok/s of a 3-second point moves by half when the machine pauses: a fresh-clone CI
-#   run in bfloat16 measured 433 and then 891 tok/s for the same batch of 8).
+#   peak of `vllm:num_requests_running` is 8 at 16 and at 24 in flight), so 24 in flight run the
+#   same batch as 16, and the throughput cannot rise further. That is what the check asserts.
+#   The two points' token rates are printed beside it, but not compared: they are two
+#   measurements of the same batch, so their difference is the machine's noise, not vLLM's doing
+#   (a pause of the shared 2-core machine moves a 3-second point by a third or more: fresh-clone
+#   CI runs measured 433 and then 891 tok/s for the same batch of 8 in bfloat16, and 395 and 553
+#   tok/s, batch ÷ median TPOT, in float32).
 # - **Past the knee the latency grows**: median TTFT at 24 in flight is several times that at 8
 #   (requests wait for a slot in the server's queue; the median, because one pause of the
 #   machine sets the P99 of a short run).
@@ -310,7 +313,7 @@ peak_a = [r.server_metrics.num_requests_running_peak if r.server_metrics else No
 # paused)
 full_peaks = [peak_a[LEVELS.index(lv)] for lv in (QUEUED, HIGH)]
 nb.check(all(p is None or p <= FITS for p in peak_a) and any(p is not None for p in full_peaks)
-         and all(p is None or p == FITS for p in full_peaks) and rate[HIGH] < 1.3 * rate[QUEUED],
+         and all(p is None or p == FITS for p in full_peaks),
          "throughput stops rising past the knee (the batch stays at the cap)",
          f"peak running {peak_a} at {'/'.join(map(str, LEVELS))} in flight; batch / median TPOT "
          f"{rate[QUEUED]:.0f} -> {rate[HIGH]:.0f} tok/s from {QUEUED} to {HIGH}; measured output "
