@@ -10,6 +10,7 @@ can save partial results as they arrive).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
 from collections.abc import Callable, Sequence
@@ -101,7 +102,7 @@ class LoadHooks:
 
 
 async def run_load(
-    base_url: str,
+    base_url: str | Sequence[str],
     model: str,
     requests: Sequence[Request],
     load: LoadSpec,
@@ -112,7 +113,10 @@ async def run_load(
     """Drive ``requests`` through a server following ``load`` (warm-ups are :func:`warm_up`'s).
 
     Args:
-        base_url: the server, e.g. ``http://127.0.0.1:8000``.
+        base_url: the server, e.g. ``http://127.0.0.1:8000``; or several servers serving the
+            same model (replicas), which a client-side round robin shares: request ``i`` goes to
+            ``base_url[i % k]``, each server over a client of its own, under one arrival
+            schedule and one concurrency cap.
         model: the served model name.
         requests: the measured requests, sent in order.
         load: endpoint, arrival process, concurrency cap, timeout (``num_warmups`` is read by
@@ -126,8 +130,12 @@ async def run_load(
         A :class:`LoadResult`; failed requests stay in it with ``error`` set.
 
     Raises:
-        ValueError: if ``offsets_s`` is not one non-decreasing time per request.
+        ValueError: if ``offsets_s`` is not one non-decreasing time per request, or
+            ``base_url`` is an empty list.
     """
+    urls = [base_url] if isinstance(base_url, str) else list(base_url)
+    if not urls:
+        raise ValueError("run_load needs at least one base URL")
     if offsets_s is None:
         offsets = schedule(len(requests), load.rate_rps, load.burstiness, load.seed)
     else:
@@ -143,15 +151,16 @@ async def run_load(
     gc.collect()
     gc.freeze()
     try:
-        return await drive.run(base_url, offsets)
+        return await drive.run(urls, offsets)
     finally:
         gc.unfreeze()
 
 
 class _Drive:
     """One :func:`run_load` call once its arguments are checked: sends each request at its time
-    over one client's pooled connections, holds the concurrency cap, and hands every record to
-    the sink exactly once, also when the run stops early or is cancelled."""
+    over pooled connections (one client per server, request ``i`` to server ``i % k``), holds the
+    concurrency cap, and hands every record to the sink exactly once, also when the run stops
+    early or is cancelled."""
 
     def __init__(self, model: str, requests: Sequence[Request], load: LoadSpec,
                  records: list[RequestRecord], hooks: LoadHooks):
@@ -165,11 +174,15 @@ class _Drive:
         self.tasks: list[asyncio.Task] = []
         self.done = 0
         self.sunk: set[int] = set()   # indices already handed to the sink
-        self.client: httpx.AsyncClient | None = None
+        self.clients: list[httpx.AsyncClient] = []
 
-    async def run(self, base_url: str, offsets: list[float]) -> LoadResult:
-        async with httpx.AsyncClient(base_url=base_url, limits=self.limits,
-                                     timeout=self.timeout) as self.client:
+    async def run(self, base_urls: list[str], offsets: list[float]) -> LoadResult:
+        async with contextlib.AsyncExitStack() as stack:
+            self.clients = [
+                await stack.enter_async_context(
+                    httpx.AsyncClient(base_url=url, limits=self.limits, timeout=self.timeout))
+                for url in base_urls
+            ]
             result = LoadResult(records=self.records, started_at=time.time())
             result.t0 = time.perf_counter()
             try:
@@ -213,7 +226,8 @@ class _Drive:
             self.hooks.progress(self.done, len(self.requests))
 
     async def _timed_send(self, i: int, t0: float) -> None:
-        coro = send(self.client, self.requests[i], self.records[i], model=self.model,
+        client = self.clients[i % len(self.clients)]
+        coro = send(client, self.requests[i], self.records[i], model=self.model,
                     endpoint=self.load.endpoint, t0=t0, on_chunk=self.hooks.on_chunk)
         try:
             await asyncio.wait_for(coro, self.load.timeout_s)

@@ -522,3 +522,19 @@ def test_on_chunk_sees_measured_requests_only(monkeypatch: pytest.MonkeyPatch) -
     # one slot: the requests stream one after another
     assert seen == [(0, 1, False), (1, 1, False), (1, 2, False),
                     (2, 1, False), (2, 2, False), (2, 3, False)]
+
+
+def test_several_base_urls_share_the_requests_round_robin() -> None:
+    """Request i goes to server i % k, each server over its own client, under one cap."""
+    fakes = [FakeSSE(Script(events=completion_stream(["a", "b"]))) for _ in range(3)]
+
+    async def go():
+        async with fakes[0].serve() as u0, fakes[1].serve() as u1, fakes[2].serve() as u2:
+            return await run_load([u0, u1, u2], "m", _requests(7), LoadSpec(max_concurrency=2))
+
+    result = asyncio.run(go())
+    assert all(r.success and r.output_tokens == 2 for r in result.records)
+    assert [sorted(c.body["prompt"] for c in f.calls) for f in fakes] == [
+        ["req-0", "req-3", "req-6"], ["req-1", "req-4"], ["req-2", "req-5"]]
+    with pytest.raises(ValueError, match="at least one base URL"):
+        asyncio.run(run_load([], "m", _requests(1), LoadSpec()))
