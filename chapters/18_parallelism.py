@@ -1,0 +1,499 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python (vllm-course)
+#     language: python
+#     name: vllm-course
+# ---
+
+# %% [markdown]
+# # 18 · Parallelism and scale-out: TP, PP, DP and replicas
+#
+# *Stage 2: tune each knob — principle, measurement, trade-off.* Checked against vLLM 0.32.0
+# (CPU build, profile `cpu-tiny`) and, for the H200 results, vLLM 0.26.0.
+#
+# Every chapter so far ran one server on one device. When that is not enough (the model does not
+# fit, or one server cannot serve the traffic), vLLM can spread the work in three ways. They split
+# different things, they must exchange different amounts of data at every step, and they buy
+# different things: memory per device, latency, or throughput.
+#
+# Three popular claims to correct on the way, read against vLLM's docs ("Parallelism and
+# Scaling", `docs/serving/parallelism_scaling.md`; the `vllm serve` CLI reference) and source
+# (`vllm/config/cache.py` for the memory share):
+# - "Add GPUs with `--tensor-parallel-size` to get more throughput." Tensor parallelism is how a
+#   model that does not fit gets served, and it lowers latency per token; for throughput, once the
+#   model fits on one device, the usual lever is **data parallelism**: more replicas
+#   (`--data-parallel-size`/`-dp`, or separate servers behind a load balancer).
+# - "`--enable-auto-tool-choice` turns on autoscaling." It enables automatic tool (function)
+#   calling in the OpenAI-compatible server and needs `--tool-call-parser`. vLLM has no autoscaling
+#   flag: adding and removing replicas is the orchestrator's job (Kubernetes/KServe, llm-d,
+#   vLLM's production-stack).
+# - "`--gpu-memory-utilization` defaults to 0.9, the share of the GPU vLLM may use." The default
+#   is 0.92 since vLLM 0.20, and the share is of the GPU's **total** memory **per vLLM instance**;
+#   a server refuses to start if less than that is free. Two replicas on one GPU must each be given
+#   their share (e.g. 0.45): the second of two servers at the default cannot start.
+#
+# ## What you will learn
+# - what tensor (TP), pipeline (PP) and data parallelism (DP) split, and how many bytes each must
+#   send between devices per step, computed from the model card;
+# - what each does to memory per device: weights, KV bytes per token, and KV capacity;
+# - how two replicas behind a client-side round robin compare with one server, measured on this
+#   machine, and why sharing one device only pays when one replica leaves it idle;
+# - how to run the multi-GPU comparison (TP=2 vs DP=2) on a host with at least two GPUs.
+
+# %%
+from vllm_course import notebook as nb
+
+profile = nb.setup()
+
+# %% [markdown]
+# ## 1. Three ways to split the work
+# | | what is split | what crosses between devices, per forward step | what it buys | vLLM flag |
+# |---|---|---|---|---|
+# | **tensor parallelism** (TP, 张量并行) | every layer's weight matrices: attention heads and MLP columns/rows, 1/N per device | an **all-reduce** of the hidden state twice per layer (after the attention output projection and after the MLP), among all N devices | 1/N of the weights and of the KV heads per device; each step's matrix work is shared, so a step is shorter | `--tensor-parallel-size N` (`-tp`) |
+# | **pipeline parallelism** (PP, 流水线并行) | the layers: consecutive blocks of layers (stages) per device | the hidden state, once per stage boundary, from one stage to the next (point to point) | 1/N of the weights and of the KV layers per device; little traffic, so slower links will do | `--pipeline-parallel-size N` (`-pp`) |
+# | **data parallelism** (DP, 数据并行) | the requests: each device holds a whole copy (a **replica**, 副本) | nothing for a dense model; a load balancer (负载均衡) spreads the requests | N times the serving capacity, if each replica was the bottleneck on its own device | `--data-parallel-size N` (`-dp`), or N servers |
+#
+# All three default to 1. MoE models add `--enable-expert-parallel`, which spreads the experts
+# over the data-parallel ranks; those then do exchange tokens at every MoE layer. For a dense model
+# like Mistral, replicas never talk to each other.
+#
+# How much does TP have to send? Each all-reduce sums one hidden-state vector per token in flight:
+# `hidden_size` numbers of 2 bytes. From the 7B card:
+
+# %%
+import json
+
+import pandas as pd
+
+from vllm_course import models
+
+GiB, MiB, KiB = 2**30, 2**20, 2**10
+big = json.loads((models.card_dir("mistral-7b-v0.3") / "config.json").read_text())
+h, layers = big["hidden_size"], big["num_hidden_layers"]
+ACT_BYTES = 2                                   # bf16 activations
+
+tp_per_token = 2 * layers * h * ACT_BYTES       # two all-reduces per layer
+pp_per_token = h * ACT_BYTES                    # one send per stage boundary
+rows = {}
+for tokens, what in ((1, "one token"), (256, "a decode step of 256 requests"),
+                     (8192, "a prefill step of 8,192 tokens")):
+    rows[what] = {"TP: all-reduce payload per step": tokens * tp_per_token / MiB,
+                  "TP: all-reduces per step": 2 * layers,
+                  "PP: bytes per stage boundary per step": tokens * pp_per_token / MiB}
+comm = pd.DataFrame(rows).T
+print(f"per token: TP all-reduces {tp_per_token / KiB:g} KiB of hidden state per forward step "
+      f"({2 * layers} all-reduces of {h * ACT_BYTES / KiB:g} KiB); PP sends {pp_per_token / KiB:g} "
+      f"KiB per stage boundary ({tp_per_token // pp_per_token}x less)")
+comm.round(2).rename(columns=lambda c: c + (" (MiB)" if "bytes" in c or "payload" in c else ""))
+
+# %% [markdown]
+# A ring all-reduce over N devices has each device send (and receive) 2(N − 1)/N times the
+# payload: at TP=2 exactly the payload, 128 MiB per device for a decode step of 256 requests, through a link
+# that is slower than the GPU's own memory, and in 64 separate, synchronised exchanges per step:
+# every layer waits for the slowest device and the link's latency, twice. That is why TP is used
+# inside one machine with a fast interconnect (NVLink-class), and why it shortens a step less than
+# N-fold. PP sends 64 times less, once per boundary, so it tolerates slower links (across
+# machines); its cost is different: one batch visits the stages one after the other, and the
+# stages are all busy only when several batches are in flight. DP sends nothing between replicas.
+#
+# What each buys in memory, per device, for the 7B card on N = 2 devices:
+
+# %%
+def parameters(c: dict) -> int:
+    """Parameters of a Mistral-style decoder (untied embeddings, no biases)."""
+    hd = c["head_dim"]
+    q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+    per_layer = (c["hidden_size"] * (q + 2 * kv) + q * c["hidden_size"]
+                 + 3 * c["hidden_size"] * c["intermediate_size"] + 2 * c["hidden_size"])
+    return 2 * c["vocab_size"] * c["hidden_size"] + c["num_hidden_layers"] * per_layer
+
+
+weights = 2 * parameters(big)
+kv_token = 2 * layers * big["num_key_value_heads"] * big["head_dim"] * 2
+memory = pd.DataFrame({
+    "1 device": {"weights per device (GiB)": weights / GiB,
+                 "KV bytes per token per device (KiB)": kv_token / KiB,
+                 "copies of the weights": 1},
+    "TP=2": {"weights per device (GiB)": weights / 2 / GiB,
+             "KV bytes per token per device (KiB)": kv_token / 2 / KiB,
+             "copies of the weights": 1},
+    "PP=2": {"weights per device (GiB)": weights / 2 / GiB,
+             "KV bytes per token per device (KiB)": kv_token / 2 / KiB,
+             "copies of the weights": 1},
+    "DP=2": {"weights per device (GiB)": weights / GiB,
+             "KV bytes per token per device (KiB)": kv_token / KiB,
+             "copies of the weights": 2},
+}).T
+memory.round(2)
+
+# %% [markdown]
+# TP splits the KV heads (8 for this card, so TP up to 8 divides them evenly), PP the layers: either
+# way each device stores half of every token's KV cache, and the memory the weights no longer take
+# goes to the pool. DP stores everything twice. For a 7B model on 141 GB GPUs the weights are small,
+# so TP=2 and DP=2 end up with about the same total KV capacity (TP=2 a few percent more: it stores
+# the weights once). The difference is how it is used: TP=2 is one engine with one big pool and
+# shorter steps, DP=2 two independent engines, each with its own pool and its own batch. Section 4
+# measures that difference on two GPUs.
+
+# %% [markdown]
+# ## 2. Two replicas on one device
+# Before spreading over several devices, one can also put two replicas on *one* device: each
+# with its own share of the memory (on a GPU `--gpu-memory-utilization` 0.45 each, on the CPU
+# build half of `--kv-cache-memory-bytes` each) and each with its copy of the weights. Whether that
+# helps depends on whether one replica already keeps the device busy. A client-side **round
+# robin** (轮询) sends request *i* to replica *i* mod *k*: the simplest load balancer. The library's load
+# generator does it when it is given several servers (`run_load([url_0, url_1], ...)`), under one
+# arrival schedule and one concurrency cap, each server over connections of its own.
+#
+# On the CPU build there is one more thing to share: cores. vLLM binds its compute threads
+# (`VLLM_CPU_OMP_THREADS_BIND`, default `auto`). With `auto`, vLLM 0.32 on the course's 2-core
+# machine computes on core 0 and reserves core 1 for everything else (its log says
+# `core ids=[0]`, `reserved_cpus=[1]`), so two replicas left on `auto` would both compute on
+# core 0. We give each replica its own core instead, the CPU counterpart of giving each its own
+# share of a GPU; the rest of each server (the HTTP front end, the engine's scheduler loop) and
+# the load generator still share both cores.
+
+# %%
+import os
+import re
+from pathlib import Path
+
+from vllm_course import ServerConfig, ServerPool, env
+from vllm_course.server import default_pool
+
+OUT = nb.results_root("18_parallelism")
+CPU = profile.device == "cpu"
+CORES = os.cpu_count() or 1
+
+
+def replica(i: int) -> ServerConfig:
+    """Replica i of two sharing this device: half the KV memory (and, on CPU, one core)."""
+    if CPU:
+        half = int(profile.server_args["kv-cache-memory-bytes"]) // 2
+        return ServerConfig(model=profile.model,
+                            args={"enforce-eager": True, "kv-cache-memory-bytes": half},
+                            env={"VLLM_CPU_OMP_THREADS_BIND": str(i % CORES)})
+    # on a GPU both replicas see the same device; the env label only keeps them apart in the pool
+    return ServerConfig(model=profile.model, args={"gpu-memory-utilization": 0.45},
+                        env={"VLLM_COURSE_REPLICA": str(i)})
+
+
+# The single server: on the CPU build replica 0 itself (its half pool is far more than these runs
+# use, see section 3); on a GPU the profile's default server with the whole memory.
+SINGLE = replica(0) if CPU else ServerConfig(model=profile.model)
+
+
+def binding(server) -> str:
+    """The OpenMP binding a CPU server logged at startup."""
+    text = Path(server.log_path).read_text(errors="replace")
+    found = re.findall(r"(core ids=\[[^\]]*\]|reserved_cpus=\[[^\]]*\])", text)
+    return ", ".join(found[-2:]) or "(no binding logged: not the CPU build)"
+
+# %% [markdown]
+# One measurement through the round robin: requests sent with at most `concurrency` in flight,
+# the CPU time of each server's processes (front end, engine, worker) over the run, the machine's
+# idle CPU over the run, and each server's own count of generated tokens from `/metrics`, to check
+# the split:
+
+# %%
+import asyncio
+import time
+
+import httpx
+import psutil
+
+from vllm_course import LoadSpec, SyntheticWorkload, metrics, prom, run_load
+from vllm_course.env.telemetry import ProcessCPU
+from vllm_course.workload import PromptTokenizer, synthesize
+
+
+def generated_tokens(server) -> float:
+    text = httpx.get(f"{server.base_url}/metrics", timeout=30).text
+    return prom.parse(text).get("vllm:generation_tokens_total", 0.0) or 0.0
+
+
+async def round_robin(servers, requests, concurrency: int) -> dict:
+    """Send `requests` all at once with at most `concurrency` in flight; request i goes to
+    servers[i % k] (`run_load` given several servers: the library's client-side round robin)."""
+    cpu = [ProcessCPU(s.proc.pid) for s in servers]
+    before = [generated_tokens(s) for s in servers]
+    for c in cpu:
+        c.sample()
+    idle0 = psutil.cpu_times()
+    t0 = time.perf_counter()
+    result = await run_load([s.base_url for s in servers], profile.model, requests,
+                            LoadSpec(max_concurrency=concurrency))
+    cores = [c.sample().get("server_cpu_cores", float("nan")) for c in cpu]
+    idle1, wall = psutil.cpu_times(), time.perf_counter() - t0
+    idle = (idle1.idle - idle0.idle + getattr(idle1, "iowait", 0) - getattr(idle0, "iowait", 0))
+    k, records = len(servers), result.records
+    expected = [sum(r.output_tokens or 0 for r in records[j::k]) for j in range(k)]
+    for _ in range(50):             # the server's counter lags the last chunk by a moment
+        served = [generated_tokens(s) - b for s, b in zip(servers, before)]
+        if served == expected:
+            break
+        await asyncio.sleep(0.1)
+    return {"summary": metrics.summarize(records, duration_s=result.duration_s),
+            "cores": cores, "served": served, "expected": expected, "idle cores": idle / wall}
+
+# %% [markdown]
+# ## 3. One server vs two replicas, measured
+# The same workload at several concurrency levels, first on the single server, then on the pair.
+# Every run sends prompts of its own seed, so nothing is reused from a prefix cache.
+
+# %%
+ISL, OSL = (128, nb.scaled(full=64, ci=32)) if CPU else (1024, 256)
+LEVELS = [1, 8, 64] if CPU else [1, 32, 256]
+tokenizer = PromptTokenizer(profile.model)
+
+
+def requests_at(level: int) -> int:
+    return nb.scaled(full=max(16, 4 * level), ci=max(4, min(2 * level, 64)))
+
+
+async def at_levels(label: str, servers, seed: int) -> list[dict]:
+    rows = []
+    for n, level in enumerate(LEVELS):
+        spec = SyntheticWorkload(num_requests=requests_at(level), input_len=ISL, output_len=OSL,
+                                 seed=seed + n)
+        out = await round_robin(servers, synthesize(spec, tokenizer), level)
+        s = out["summary"]
+        rows.append({"setup": label, "concurrency": level, "requests": s.num_requests,
+                     "completed": s.completed, "output tok/s": s.output_throughput_tok_s,
+                     "mean TPOT (ms)": s.tpot_ms.mean, "P50 TTFT (ms)": s.ttft_ms.p50,
+                     "server CPU (cores)": sum(out["cores"]),
+                     "machine idle (cores)": out["idle cores"],
+                     "CPU per server": [round(c, 2) for c in out["cores"]],
+                     "tokens per server": [round(t) for t in out["served"]],
+                     "expected per server": out["expected"]})
+    return rows
+
+
+if CPU:
+    pool = default_pool()     # the course's pool: 2 live servers on cpu-tiny (the CI broker's)
+    first = pool.acquire(SINGLE, log_path=OUT / "replica-0.log")
+    one_rows = await at_levels("one server", [first], 1800)
+else:                         # the single server must be gone before two replicas fit
+    with ServerPool(max_live=1, profile_args=profile.server_args) as own:
+        one_rows = await at_levels("one server", [own.acquire(SINGLE)], 1800)
+    pool = ServerPool(max_live=2, profile_args=profile.server_args)
+replicas = [pool.acquire(replica(i), log_path=OUT / f"replica-{i}.log") for i in range(2)]
+for i, server in enumerate(replicas):
+    print(f"replica {i}: KV cache {server.facts.kv_cache_tokens:,} tokens, {binding(server)}")
+pair_rows = await at_levels("two replicas", replicas, 1900)
+table = pd.DataFrame(one_rows + pair_rows)
+table.to_json(OUT / "replicas.json", orient="records", indent=1)   # the H200 run's reference
+table.set_index(["concurrency", "setup"]).round(2)
+
+# %%
+import matplotlib.pyplot as plt
+
+fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+for label, marker in (("one server", "o"), ("two replicas", "s")):
+    part = table[table["setup"] == label]
+    axes[0].plot(part["concurrency"], part["output tok/s"], marker=marker, label=label)
+    axes[1].plot(part["concurrency"], part["mean TPOT (ms)"], marker=marker, label=label)
+    axes[2].plot(part["concurrency"], part["server CPU (cores)"], marker=marker, label=label)
+axes[2].axhline(CORES, color="grey", ls=":", label=f"cores in this machine ({CORES})")
+ylabels = ("output tokens/s", "mean TPOT (ms)", "CPU used by the servers (cores)")
+for ax, ylabel in zip(axes, ylabels):
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("requests in flight (concurrency)")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+fig.suptitle(f"One server vs two replicas behind a round robin ({profile.name}, {profile.model}, "
+             f"{ISL} in / {OSL} out)")
+plt.show()
+
+top = max(LEVELS)
+one = table[(table["setup"] == "one server") & (table["concurrency"] == top)].iloc[0]
+two = table[(table["setup"] == "two replicas") & (table["concurrency"] == top)].iloc[0]
+gain = two["output tok/s"] / one["output tok/s"]
+print(f"at {top} in flight: one server {one['output tok/s']:,.0f} tok/s using "
+      f"{one['server CPU (cores)']:.2f} cores ({one['machine idle (cores)']:.2f} of the machine "
+      f"idle); two replicas {two['output tok/s']:,.0f} tok/s "
+      f"(x{gain:.2f}) using {two['server CPU (cores)']:.2f} cores {two['CPU per server']}")
+low = min(LEVELS)
+one_low = table[(table["setup"] == "one server") & (table["concurrency"] == low)].iloc[0]
+print(f"at {low} in flight the single server already used {one_low['server CPU (cores)']:.2f} "
+      "cores")
+print(f"KV the busiest run could hold at once: {top * (ISL + OSL):,} tokens; each replica's pool "
+      f"holds {replicas[0].facts.kv_cache_tokens:,}")
+
+# %% [markdown]
+# On this 2-core machine two replicas do **not** double the throughput: one server alone already
+# keeps most of both cores busy (right panel), so the second replica only takes a share of the
+# same two cores, and each extra process costs CPU too, most visibly at low concurrency. Do not
+# expect the pair to beat one server here; the table above has this run's numbers.
+#
+# Where the time goes: besides the core that computes, a vLLM server's engine loop and its
+# worker hand every step over through a shared-memory queue whose readers *spin* (yielding the CPU
+# between checks) for up to a second after their last message before they sleep (`SpinCondition`
+# with `busy_loop_s = 1`, in `vllm/distributed/device_communicators/shm_broadcast.py`). That keeps
+# a busy server fast, and it is why a single CPU server occupies more than one core even with one
+# request in flight. Memory
+# was never the limit: the busiest run held far fewer tokens than either half pool, which is why
+# the single server could be replica 0 with its half of the memory.
+#
+# The rule is the same on GPUs: replicas add capacity only where there is idle hardware for them.
+# Two replicas on **separate** devices (or separate sets of cores) share nothing and scale nearly
+# linearly. Two replicas on **one** device help when one replica leaves it idle, for example a
+# small model whose steps are so short that the CPU-side scheduling between them dominates; for a
+# model that keeps the device busy they split it, and each pays for its own copy of the weights
+# and its own overheads. Measure before you split a GPU.
+
+# %%
+for server in replicas:
+    pool.release(server)
+if CPU:
+    pool.release(first)
+else:
+    pool.close()                  # a pool this notebook owns: stop its servers now
+
+# %% [markdown]
+# ## 4. TP=2 vs DP=2 on two GPUs
+# With two GPUs and a model that fits on one, the choice is: one server with `-tp 2` (one pool,
+# shorter steps, two all-reduces per layer per step over the link) or `-dp 2` (two engines behind
+# vLLM's own load balancer, nothing exchanged). The cell below runs both, plus a single GPU for
+# reference, on the same workload at three concurrency levels; it runs only where at least two
+# GPUs are visible (e.g. `PROFILE=h200` on a two-GPU H200 host). Expect TP=2 to give lower TPOT at
+# low concurrency (each step's matrix work is split) and DP=2 the higher throughput at high
+# concurrency (two independent batches, no all-reduce); where the crossing lies is what the run is
+# for.
+
+# %%
+from vllm_course import SweepSpec, sweep
+
+gpus = env.gpus()
+tp_dp = None
+if len(gpus) >= 2:
+    spec = SweepSpec(
+        name="tp-vs-dp",
+        servers={"1 GPU": ServerConfig(model=profile.model),
+                 "TP=2": ServerConfig(model=profile.model, args={"tensor-parallel-size": 2}),
+                 "DP=2": ServerConfig(model=profile.model, args={"data-parallel-size": 2})},
+        workload=SyntheticWorkload(num_requests=800, input_len=1024, output_len=256, seed=18),
+        load=LoadSpec(num_warmups=8),
+        max_concurrency=[16, 128, 1024],
+    )
+    tp_dp = await sweep(spec, results_root=OUT)
+    cols = ["setting", "max_concurrency", "output_throughput_tok_s", "p99_ttft_ms", "p99_tpot_ms"]
+    tp_dp_table = tp_dp.to_dataframe()[cols]
+    tp_dp_table.to_json(OUT / "tp_vs_dp.json", orient="records", indent=1)
+    display(tp_dp_table.round(1))
+    tp_dp.plot("tpot", "p99")
+    plt.show()
+else:
+    print(f"{len(gpus)} GPU(s) visible here: the TP=2 vs DP=2 experiment needs at least 2 "
+          "(its H200 results are pending, see below)")
+
+# %% [markdown]
+# ## What you should see
+# - **Each replica gets its share**: a replica's KV pool holds exactly half the tokens of the
+#   profile's pool (half the `--kv-cache-memory-bytes`, same bytes per token).
+# - **The round robin splits evenly**: in every paired run each replica's own counter
+#   (`vllm:generation_tokens_total`) grew by exactly the tokens of the requests sent to it.
+# - **One CPU server already fills the machine**: at the highest concurrency less than half a core
+#   of the machine stays idle while it runs, and the server itself uses more than one core
+#   (engine loop, worker and front end together, the queue readers spinning), also with one
+#   request in flight when nothing else runs on the machine.
+# - **Two replicas on these 2 cores are far from 2× one server**: less than 1.75× the single
+#   server's output tokens/s at the highest concurrency (usually about 1.1×; one CI run measured
+#   1.53×, 667 vs 435 tok/s, where the single server's run was slowed: its second execution gave
+#   671 vs 616 tok/s).
+# - **Nothing failed**: every request of every run completed.
+
+# %%
+if CPU:
+    per_token = models.CARDS[profile.model].kv_bytes_per_token   # 4,096 B: float32 on cpu-tiny
+    block = replicas[0].facts.block_size
+    kv_memory = int(profile.server_args["kv-cache-memory-bytes"])
+    full_pool = kv_memory // (block * per_token) * block
+    half_pool = kv_memory // 2 // (block * per_token) * block
+    tokens = [s.facts.kv_cache_tokens for s in replicas]
+    nb.check(tokens == [half_pool, half_pool] and 2 * half_pool == full_pool,
+             "each replica's KV pool is exactly half of the profile's pool",
+             f"replicas {tokens[0]:,} and {tokens[1]:,} tokens; profile pool {full_pool:,}")
+pairs = table[table["setup"] == "two replicas"]
+nb.check(all(list(map(round, t)) == e for t, e in zip(pairs["tokens per server"],
+                                                        pairs["expected per server"])),
+         "round robin: each replica generated exactly the tokens of the requests sent to it",
+         "; ".join(f"c={c}: {t}" for c, t in zip(pairs["concurrency"], pairs["tokens per server"])))
+nb.check((table["completed"] == table["requests"]).all(), "every request of every run completed",
+         f"{int(table['requests'].sum())} requests in {len(table)} runs")
+if CPU and CORES >= 2:
+    single_cpu = table[table["setup"] == "one server"]["server CPU (cores)"]
+    nb.check(one["machine idle (cores)"] < 0.5 and single_cpu.max() > 1.0,
+             f"one CPU server leaves < 0.5 core idle at {top} in flight and uses > 1 core",
+             f"idle {one['machine idle (cores)']:.2f} cores; the server used "
+             f"{', '.join(f'{c:.2f}' for c in single_cpu)} cores at {LEVELS} in flight")
+    if CORES <= 2:
+        nb.check(gain < 1.75,
+                 "two replicas on 2 cores give less than 1.75x one server's output tok/s",
+                 f"x{gain:.2f} ({two['output tok/s']:,.0f} vs {one['output tok/s']:,.0f} tok/s)")
+
+# %% [markdown]
+# ## On the H200
+# Two experiments wait for GPU hosts; both are this notebook's own cells run with
+# `PROFILE=h200`, and the reference-runs issue will commit their tables:
+# - **two replicas sharing one H200** (section 3 on a GPU: two servers at
+#   `--gpu-memory-utilization 0.45` vs one at the default 0.92), as
+#   `reference/h200/chapters/18_parallelism/replicas.json`: **pending**;
+# - **TP=2 vs DP=2 on two H200s** (section 4), as
+#   `reference/h200/chapters/18_parallelism/tp_vs_dp.json`: **pending**.
+#
+# What can be said before they run: on one H200 a second replica of the 7B card costs another
+# copy of the weights, so the pair's KV capacity is smaller than one server's. From chapter 03's
+# H200 run (one server at 0.92):
+
+# %%
+burst = nb.reference("h200/observability/h200-burst/summary.json")
+if burst:
+    H200_TOTAL = 143_771 * MiB                      # nvidia-smi's total on the course's H200
+    kv_one = burst["startup"]["kv_cache_tokens"] * kv_token
+    overhead = 0.92 * H200_TOTAL - weights - kv_one  # activations, CUDA graphs, non-torch
+    kv_half = 0.45 * H200_TOTAL - weights - overhead  # same overheads assumed per replica
+    print(f"one server at 0.92: {kv_one / GiB:.1f} GiB of KV cache ({kv_one // kv_token:,} tokens)")
+    print(f"two replicas at 0.45: 2 x {kv_half / GiB:.1f} GiB = {2 * kv_half / GiB:.1f} GiB "
+          f"({2 * kv_half / kv_one:.0%} of the single server's pool): each holds its own "
+          f"{weights / GiB:.1f} GiB of weights and its own overheads")
+for name in ("replicas", "tp_vs_dp"):
+    ref = nb.reference(f"h200/chapters/18_parallelism/{name}.json")
+    if ref:
+        display(pd.DataFrame(ref).round(2))
+
+# %% [markdown]
+# ## Summary
+# - TP splits every layer across devices and all-reduces the hidden state twice per layer per step
+#   (512 KiB per token for the 7B card): less memory per device and shorter steps, at the price of
+#   traffic that needs a fast link. PP splits the layers and sends 64× less, but keeps its stages
+#   busy only with several batches in flight. DP copies the model and sends nothing.
+# - Once the model fits, replicas (DP) are the usual throughput lever; TP is for models that do not
+#   fit, or for lower latency per token.
+# - Replicas scale when each gets hardware of its own. Sharing one device pays only if one replica
+#   leaves it idle; on this 2-core machine one CPU server already uses most of it, and two replicas
+#   have no idle hardware to gain from.
+# - `--gpu-memory-utilization` is per instance and a share of the total: replicas on one GPU each
+#   get a share. vLLM has no autoscaling flag; `--enable-auto-tool-choice` is about tool calling.
+#
+# ## Exercises
+# 1. 🌟 Compute the TP all-reduce payload per token and the weights per device for a Llama-3-70B
+#    shaped model (80 layers, hidden 8192) at TP=4 and TP=8.
+# 2. 🌟🌟 Leave both replicas on `VLLM_CPU_OMP_THREADS_BIND=auto` (drop the `env`, and use
+#    another harmless difference to keep their settings apart, e.g. `--seed`). Predict, then
+#    measure, what happens to the pair's throughput and why.
+# 3. 🌟🌟 Replace the round robin by "send to the replica with fewer requests in flight" (least
+#    outstanding requests). At which concurrency would you expect a difference, and do you see it?
+# 4. 🌟🌟🌟 On a machine with 8 or more cores, give each replica 2 cores
+#    (`VLLM_CPU_OMP_THREADS_BIND=0-1` and `2-3`) and rerun section 3. How close to 2× does the pair
+#    get, and what is still shared?
+#
+# Answers: `solutions/chapters/18_parallelism.md`.
