@@ -21,6 +21,7 @@ from vllm_course.env import machine
 from vllm_course.server.broker import PoolBroker, RemotePool, RemoteServer
 from vllm_course.server.failures import ServerError, UnknownFlagError, classify_failure, tail
 from vllm_course.server.flags import (
+    check_args,
     check_cpu_kv_dtype,
     check_flags,
     check_values,
@@ -44,8 +45,8 @@ from vllm_course.server.startup import (
 
 __all__ = [
     "DEV_MODE", "PoolBroker", "RemotePool", "RemoteServer", "ServerError", "ServerPool",
-    "StartupFacts", "UnknownFlagError", "VLLMServer", "check_cpu_kv_dtype", "check_flags",
-    "check_values",
+    "StartupFacts", "UnknownFlagError", "VLLMServer", "check_args", "check_cpu_kv_dtype",
+    "check_flags", "check_values",
     "check_config", "classify_failure", "default_max_num_batched_tokens", "default_max_num_seqs",
     "default_pool", "effective_args", "flag_kinds", "free_port", "known_flags", "parse_startup_log",
     "port_is_free", "tail",
@@ -80,8 +81,4 @@ def check_config(config: ServerConfig, profile_args: Mapping[str, Scalar]) -> No
         ServerError: ``cause="bad_value"``, naming a bad value and what it must be, or a KV cache
             dtype the CPU build cannot run (:func:`check_cpu_kv_dtype`).
     """
-    args = effective_args(config, profile_args)
-    check_flags(ServerConfig(args=args).argv())
-    check_values(args)
-    if machine.vllm_build() == "cpu":
-        check_cpu_kv_dtype(args)
+    check_args(effective_args(config, profile_args))

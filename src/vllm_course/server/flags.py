@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 from vllm_course import models
+from vllm_course.config import ServerConfig
 from vllm_course.env import machine
 from vllm_course.server.failures import ServerError, UnknownFlagError
 
@@ -257,3 +258,18 @@ def check_cpu_kv_dtype(args: dict[str, object], flags: list[str] | None = None) 
             f"--kv-cache-dtype {kv} under --dtype {dtype} stops vLLM's CPU engine on its first "
             "requests (vLLM 0.32; nothing was launched): keep --kv-cache-dtype auto (the "
             "model's dtype)", cause="bad_value")
+
+
+def check_args(args: dict[str, object]) -> None:
+    """Every check a server's flags get before launch, in one place: names
+    (:func:`check_flags`), values (:func:`check_values`) and, on the CPU build, the KV cache
+    dtypes it stops on (:func:`check_cpu_kv_dtype`). ``args`` are the effective flags.
+
+    Raises:
+        UnknownFlagError: naming the bad flag and the closest real ones.
+        ServerError: ``cause="bad_value"``, for a value vLLM rejects or the CPU build cannot run.
+    """
+    check_flags(ServerConfig(args=args).argv())
+    check_values(args)
+    if machine.vllm_build() == "cpu":
+        check_cpu_kv_dtype(args)

@@ -32,7 +32,7 @@ from vllm_course.server.failures import (
     classify_failure,
     tail,
 )
-from vllm_course.server.flags import check_cpu_kv_dtype, check_flags, check_values
+from vllm_course.server.flags import check_args
 from vllm_course.server.groups import stop_group
 from vllm_course.server.startup import (
     StartupFacts,
@@ -164,10 +164,7 @@ class VLLMServer:
         """
         if self.proc is not None:
             return self
-        check_flags(ServerConfig(args=self.effective_args()).argv())
-        check_values(self.effective_args())
-        if machine.vllm_build() == "cpu":
-            check_cpu_kv_dtype(self.effective_args())
+        check_args(self.effective_args())
         model = self.config.model
         if (
             not models.is_card(model)
