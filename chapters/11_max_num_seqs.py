@@ -279,15 +279,21 @@ pd.DataFrame(rows).T[["output_throughput_tok_s", "p99_tpot_ms", "p99_ttft_ms", "
 # - **Past the knee the latency grows**: median TTFT at 24 in flight is several times that at 8
 #   (requests wait for a slot in the server's queue; the median, because one pause of the
 #   machine sets the P99 of a short run).
-# - **Below the cap, the cap changes nothing**: at 4 in flight the two settings run the same
-#   batch, so they need the same number of engine steps for the same requests (within 5 %). Their
-#   median TPOT and tok/s are printed beside it, not compared: a pause of the machine moves a
-#   3-second point by a third, and on the H200 with `--enforce-eager` the median TPOT of the same
-#   batch moved between 15 and 23 ms from point to point.
+# - **Below the cap, the cap changes nothing**: at 4 in flight neither server runs more than 4
+#   requests at once (the peak of `vllm:num_requests_running`) and neither preempts: the
+#   scheduler reaches neither cap, so both schedule alike. Their engine steps, median TPOT and
+#   tok/s are printed beside it, not compared. The steps depend on the client too: when a request
+#   finishes, its slot stays empty until the client's next request arrives, and every step in
+#   between generates for 3 (one run measured 529 and 627 steps for the same requests on the two
+#   servers). And a pause of the machine moves a 3-second point by a third; on the H200 with
+#   `--enforce-eager` the median TPOT of the same batch moved between 15 and 23 ms from point to
+#   point.
 # - **A cap above what the KV cache holds brings preemptions, not throughput**: the default server
 #   at 24 in flight preempts (preemptions > 0), the right-sized one never preempts, and the
 #   default's throughput is not clearly higher than the capped server's plateau (the faster of
-#   its two runs of the same batch, at 16 and 24 in flight; the check allows 25 % for noise).
+#   its two runs of the same batch, at 16 and 24 in flight): less than `nb.CPU_TIMING_NOISE`
+#   (x1.5) above it, the band within which two runs of the same work land on a small shared CPU
+#   (x1.40 measured between two runs of the same batch of 8 here).
 
 # %%
 nb.check(not result.errors and all(r.summary.failed == 0 for r in result.runs()),
@@ -330,12 +336,19 @@ nb.check(ttft[HIGH] > 2 * ttft[CAP],
          "past the knee, median TTFT grows (requests queue for a slot)",
          f"{ttft[CAP]:.0f} -> {ttft[HIGH]:.0f} ms from {CAP} to {HIGH} in flight")
 low_a, low_b = point(A, LOW, "p50_tpot_ms"), point(B, LOW, "p50_tpot_ms")
-steps_b = result.runs(B)[LEVELS.index(LOW)].server_metrics
-steps_b = steps_b.engine_steps if steps_b else None
-nb.check(bool(steps[LOW] and steps_b) and abs(steps_b / steps[LOW] - 1) <= 0.05,
-         "below the cap, the cap changes nothing (the same batch: the same engine steps)",
-         f"engine steps {steps[LOW]} vs {steps_b} at {LOW} in flight; median TPOT {low_a:.1f} vs "
-         f"{low_b:.1f} ms; output "
+m_low = [result.runs(label)[LEVELS.index(LOW)].server_metrics for label in (A, B)]
+peak_low = [m.num_requests_running_peak if m else None for m in m_low]
+pre_low = [point(label, LOW, "preemptions") for label in (A, B)]
+steps_b = m_low[1].engine_steps if m_low[1] else None
+# what the scheduler guarantees below both caps: the batch is the client's, nothing is preempted;
+# the engine steps are not compared (529 vs 627 for the same requests in one run: a slot stays
+# empty until the client's next request arrives, and the client's pace is not vLLM's doing)
+nb.check(any(p is not None for p in peak_low) and all(p is None or p <= LOW for p in peak_low)
+         and pre_low == [0, 0],
+         f"below the cap, the cap changes nothing: neither server runs more than {LOW} at once, "
+         "neither preempts",
+         f"peak running {peak_low}, preemptions {pre_low} at {LOW} in flight; engine steps "
+         f"{steps[LOW]} vs {steps_b}; median TPOT {low_a:.1f} vs {low_b:.1f} ms; output "
          f"{point(A, LOW, 'output_throughput_tok_s'):.0f} vs "
          f"{point(B, LOW, 'output_throughput_tok_s'):.0f} tok/s")
 pre_a = [point(A, lv, "preemptions") for lv in LEVELS]
@@ -348,7 +361,7 @@ nb.check(pre_b > 0,
 high_a, high_b = point(A, HIGH, "output_throughput_tok_s"), point(B, HIGH,
                                                                   "output_throughput_tok_s")
 plateau_a = max(tput[QUEUED], tput[HIGH])     # the same batch of 8, measured twice
-nb.check(high_b < 1.25 * plateau_a,
+nb.check(high_b < nb.CPU_TIMING_NOISE * plateau_a,
          "the higher cap gives no clear gain in throughput",
          f"default {high_b:.0f} tok/s at {HIGH} in flight vs the capped server's plateau "
          f"{plateau_a:.0f} tok/s (the faster of {tput[QUEUED]:.0f} and {high_a:.0f}, at {QUEUED} "

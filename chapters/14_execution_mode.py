@@ -368,10 +368,13 @@ else:
 #   longer than the eager server's. (Its time to ready is longer too, but that also depends on
 #   how busy the machine was when each server started, which in the course's CI may have been
 #   during another chapter; so only the engine init is asserted.)
-# - **Compiled steps are not slower**: on the CPU build the compiled server's median decode TPOT
-#   and prefill TTFT, in its fastest run, are within 15 % of the eager server's fastest or better
-#   (usually about equal; the fastest run, because on two shared cores a pause of the machine
-#   only ever adds time: one CI run measured a single decode burst 21 % slower).
+# - **Compiled steps are not clearly slower**: on the CPU build the compiled server's median
+#   decode TPOT and prefill TTFT, in its fastest run, are below `nb.CPU_TIMING_NOISE` (x1.5) times
+#   the eager server's fastest (in our runs they were about equal or 5-11 % faster). The fastest
+#   run, because on two shared cores a pause of the machine only ever adds time (one CI run
+#   measured a single decode burst 21 % slower); the band, because two runs of the same work
+#   landed up to x1.40 apart on the 2-core CI machine (chapter 11), so a smaller difference
+#   cannot be told from noise there.
 # - **Every request completed** on both servers.
 
 # %%
@@ -394,8 +397,9 @@ nb.check(init_gap >= 5,
 best = {label: [min(v[i] for v in per_run[label]) for i in (0, 1)] for label in SERVERS}
 ratios = {"prefill": best["compiled"][0] / best["eager"][0],
           "decode": best["compiled"][1] / best["eager"][1]}
-nb.check(all(v <= 1.15 for v in ratios.values()),
-         "compiled decode and prefill steps are not slower than eager ones (15 % noise margin)",
+nb.check(all(v < nb.CPU_TIMING_NOISE for v in ratios.values()),
+         f"compiled decode and prefill steps are not clearly slower than eager ones (below "
+         f"x{nb.CPU_TIMING_NOISE}, the noise of two runs of the same work on a small CPU)",
          f"fastest of {REPEATS} run(s) per server, compiled / eager: "
          f"{ {k: round(v, 3) for k, v in ratios.items()} }; medians "
          f"{ {k.split(':')[0]: round(v, 3) for k, v in steps['compiled / eager'].items()} }")

@@ -337,12 +337,13 @@ print(f"no sharing, request by request: median E2EL on / off = x{e2el_ratio.medi
 # - **No hits without sharing**: below 1 % with caching on.
 # - **Less prefill, faster first tokens where a prefix is reused**: the requests that reuse a
 #   prefix have a median TTFT with caching on of at most 0.75 × their TTFT with caching off,
-#   while the other requests' median ratio stays between 0.7 and 1.4 (the same work).
+#   while the other requests' median ratio stays within `nb.CPU_TIMING_NOISE` (x1.5 either way),
+#   the band within which two runs of the same work land on a small shared CPU (the same work).
 # - **Throughput rises a little with sharing**, shown above and not asserted: at one request at
 #   a time the gain is small next to the noise of a CI-sized run on two busy cores.
 # - **No cost without sharing**: on the no-sharing workload, each request's E2EL with caching on
-#   is divided by its E2EL with caching off, and the median of those ratios lies between 0.7 and
-#   1.4, the band of the same-work TTFT check above (both did the same work). Request by request,
+#   is divided by its E2EL with caching off, and the median of those ratios lies within the same
+#   band as the same-work TTFT check above (both did the same work). Request by request,
 #   because a run's total throughput also carries every pause of the machine (one CI run measured
 #   the run totals x1.27 apart); the band is that wide because on two busy cores a whole run can
 #   be slowed: one execution measured a median of x0.77, with caching off the slower.
@@ -365,11 +366,11 @@ nb.check(u_on.prefix_cache_queries and hit_rate(u_on) < 0.01,
          "no sharing, no hits: the cache is queried and misses",
          f"hit rate {hit_rate(u_on):.4f} over {u_on.prefix_cache_queries:.0f} tokens")
 nb.check(len(ratio_reused) >= 3 and ratio_reused.median() <= 0.75
-         and 0.7 <= ratio_other.median() <= 1.4,
+         and nb.within_noise(ratio_other.median(), 1.0),
          "requests that reuse a prefix get their first token sooner with caching on; others not",
          f"median TTFT ratio on/off {ratio_reused.median():.2f} over {len(ratio_reused)} "
          f"requests (others: {ratio_other.median():.2f} over {len(ratio_other)})")
-nb.check(len(e2el_ratio) >= 10 and 0.7 <= e2el_ratio.median() <= 1.4,
+nb.check(len(e2el_ratio) >= 10 and nb.within_noise(e2el_ratio.median(), 1.0),
          "no-sharing workload: caching on costs nothing measurable",
          f"median E2EL on/off x{e2el_ratio.median():.2f} over {len(e2el_ratio)} requests "
          f"(run totals: x{neutral:.2f} total tok/s; shared workload: x{gain:.2f}, shown)")

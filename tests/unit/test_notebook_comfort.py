@@ -102,3 +102,13 @@ def test_vllm_source_lines_quotes_the_installed_vllm():
     assert "DEFAULT_BLOCK_SIZE" in lines[0] and int(lines[0].split(":")[1]) > 0
     with pytest.raises(FileNotFoundError):
         notebook.vllm_source_lines("no/such/file.py", "x")
+
+
+def test_within_noise_is_a_symmetric_band_and_rejects_what_is_not_a_positive_timing():
+    n = notebook.CPU_TIMING_NOISE
+    assert notebook.within_noise(100.0, 100.0 * n) and notebook.within_noise(100.0 * n, 100.0)
+    assert not notebook.within_noise(100.0, 100.0 * n * 1.01)
+    assert not notebook.within_noise(100.0 * n * 1.01, 100.0)
+    assert notebook.within_noise(1.0, 1.9, noise=2.0) and not notebook.within_noise(1.0, 2.1, 2.0)
+    for a, b in ((0.0, 1.0), (1.0, 0.0), (-1.0, -1.0), (float("nan"), 1.0), (None, 1.0)):
+        assert not notebook.within_noise(a, b)
