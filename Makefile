@@ -19,16 +19,20 @@ COURSE := .venv/bin/vllm-course
 endif
 export PY
 
-.PHONY: help setup demo test test-unit notebook doctor clean
+.PHONY: help setup demo test test-unit notebook lab doctor clean release autograde feedback
 
 help:
 	@echo "make setup      create .venv with the course and its vLLM backend (idempotent)"
 	@echo "make demo       set up, then run the demo on the detected profile (PROFILE=... to choose)"
 	@echo "make test       set up, then run every test suite (scripts/test)"
 	@echo "make test-unit  unit tests only (under 2 minutes)"
-	@echo "make notebook NB=03_kv_cache  one chapter or lab notebook as CI runs it, with its time"
+	@echo "make notebook NB=03_kv_cache  one chapter notebook as CI runs it, with its time"
+	@echo "make lab LAB=lab01  one lab autograded as CI does it (solution, release, forgery)"
 	@echo "make doctor     versions, hardware, profile and checks"
 	@echo "make clean      remove results/ and caches (keeps .venv)"
+	@echo "make release    labs: generate the learner versions in labs/release/ (nbgrader)"
+	@echo "make autograde  labs: grade every submission in labs/submitted/ (one at a time)"
+	@echo "make feedback   labs: HTML feedback per learner in labs/feedback/"
 
 setup:
 	bash scripts/setup.sh
@@ -46,6 +50,10 @@ notebook: setup
 	@if [ -z "$(NB)" ]; then echo "notebook: say which, e.g. make notebook NB=03_kv_cache"; exit 2; fi
 	scripts/test notebooks -k "$(NB)"
 
+lab: setup
+	@if [ -z "$(LAB)" ]; then echo "lab: say which, e.g. make lab LAB=lab01"; exit 2; fi
+	scripts/test labs -k "$(LAB)"
+
 doctor:
 	@if [ "$(COURSE_SKIP_SETUP)" != 1 ] && [ ! -x .venv/bin/vllm-course ]; then \
 	  echo "doctor: .venv/bin/vllm-course not found: run make setup"; exit 1; fi
@@ -55,3 +63,36 @@ clean:
 	rm -rf results/ .pytest_cache/ .ruff_cache/ .cache/
 	find . -path ./.venv -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
 	find . -path ./.venv -prune -o -type d -name .ipynb_checkpoints -prune -exec rm -rf {} +
+
+# Graded labs (labs/README.md). nbgrader runs from labs/, where its config is; it calls the
+# `alembic` script of its own environment, so that environment's bin/ goes first on PATH.
+LABS := $(notdir $(wildcard labs/source/lab*))
+ifeq ($(COURSE_SKIP_SETUP),1)
+NBGRADER := cd labs && PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} python3 -m nbgrader
+else
+NBGRADER := cd labs && PATH=$(CURDIR)/.venv/bin:$$PATH $(CURDIR)/.venv/bin/python -m nbgrader
+endif
+
+release: setup
+	@for lab in $(LABS); do \
+	  ($(NBGRADER) generate_assignment $$lab --force --log-level=WARN) || exit 1; \
+	done
+	$(SRC) $(PY) -m pytest tests/unit/test_labs_release.py -q
+	@echo "release: labs/release/ regenerated and checked (fresh, no solution or hidden test leaked); commit it"
+
+# nbgrader's gradebook (labs/gradebook.db) is not committed: generate_assignment registers each
+# lab in it before autograde can grade that lab.
+autograde: setup
+	@for lab in $(LABS); do \
+	  if ls labs/submitted/*/$$lab/*.ipynb >/dev/null 2>&1; then \
+	    ($(NBGRADER) generate_assignment $$lab --force --log-level=WARN) || exit 1; \
+	    ($(NBGRADER) autograde $$lab --force) || exit 1; \
+	  fi; \
+	done
+
+feedback: setup
+	@for lab in $(LABS); do \
+	  if ls labs/autograded/*/$$lab/*.ipynb >/dev/null 2>&1; then \
+	    ($(NBGRADER) generate_feedback $$lab --force) || exit 1; \
+	  fi; \
+	done

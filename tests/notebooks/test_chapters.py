@@ -8,8 +8,6 @@ stopped and fails, so one runaway cannot eat CI's limit. One chapter the way CI 
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
 
@@ -27,7 +25,7 @@ OUT = ROOT / "results" / "notebooks"
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
-def test_chapter_executes_and_its_checks_hold(path, chapter_env):
+def test_chapter_executes_and_its_checks_hold(path, chapter_env, record_time):
     nb = nbformat.read(path, as_version=4)
     t0 = time.monotonic()
     client = NotebookClient(nb, kernel_name="python3",
@@ -55,14 +53,3 @@ def _left_s(t0: float) -> int:
     """Seconds a cell may still run before the notebook passes its ceiling (at least 1)."""
     return max(1, int(CEILING_S - (time.monotonic() - t0)))
 
-
-def record_time(name: str, secs: float) -> None:
-    """Add ``name``'s wall time to ``$COURSE_NOTEBOOK_TIMINGS`` (JSON), if that is set."""
-    target = os.environ.get("COURSE_NOTEBOOK_TIMINGS")
-    if not target:
-        return
-    path = Path(target) if Path(target).is_absolute() else ROOT / target
-    path.parent.mkdir(parents=True, exist_ok=True)
-    times = json.loads(path.read_text()) if path.exists() else {}
-    times[name] = round(secs, 1)
-    path.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")

@@ -1,0 +1,351 @@
+"""What every lab shares: the set-up cell's pin, the run cell, and the proof that a results file
+is this kernel's own.
+
+What a results file proves (``labs/README.md`` states the whole threat model):
+
+* :func:`run` deletes any old ``results/<lab>.json`` first, rejects flags that would change the
+  scenario, the model or the workload, starts a server of its own (never a reused one, never
+  cached results), runs the scenario's workload, checks that every request got the prompt and
+  output lengths it asked for, and writes the file with a **nonce** drawn in this kernel and the
+  server's own **counter deltas** (Δ ``vllm:*_total`` over the run, read from ``/metrics``);
+* :func:`load_results` accepts the file only if its nonce and its SHA-256 are the ones
+  :func:`run` kept in this kernel's memory, and the server's generated-token count agrees with
+  what the client received. A file written by hand, copied from someone else or left from an
+  earlier run scores nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import secrets
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_course import env
+from vllm_course.config import RunConfig, Scalar, ServerConfig
+from vllm_course.errors import InputError
+from vllm_course.grading.spec import SCENARIOS, Scenario
+
+LAB_IDS = tuple(SCENARIOS)
+RESULTS_DIR = Path("results")
+
+# Flags that would change what is measured rather than how the server serves it: the model or
+# its shape, the tokenizer, the requests' lengths, the KV cache size behind the scenario's back,
+# or the server's address. vLLM accepts them all; a lab does not.
+FORBIDDEN_FLAGS = frozenset({
+    "model", "host", "port", "served-model-name", "tokenizer", "tokenizer-mode",
+    "tokenizer-revision", "hf-config-path", "hf-overrides", "hf-token", "revision",
+    "code-revision", "model-impl", "model-loader-extra-config", "load-format", "download-dir",
+    "generation-config", "override-generation-config", "num-gpu-blocks-override",
+    "override-attention-dtype", "logits-processors", "chat-template", "api-key",
+    "uvicorn-log-level", "disable-log-stats", "max-logprobs", "skip-tokenizer-init",
+    "kv-cache-memory-bytes", "max-model-len",
+})
+_FLAG_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+
+
+class LabError(InputError):
+    """A lab's configuration or results file is not acceptable; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Pin:
+    """What :func:`setup` fixed before the learner's cells ran.
+
+    Attributes:
+        lab: the lab id, e.g. ``"lab01"``.
+        profile: the hardware profile's name the lab runs on.
+    """
+
+    lab: str
+    profile: str
+
+
+_PINS: dict[str, Pin] = {}
+_ISSUED: dict[str, tuple[str, str]] = {}      # lab -> (nonce, sha256 of the file written)
+
+
+def scenario(lab: str) -> Scenario:
+    """``lab``'s scenario.
+
+    Raises:
+        LabError: for an unknown lab id (the message lists the known ones).
+    """
+    if lab not in SCENARIOS:
+        raise LabError(f"unknown lab {lab!r}; the labs are {', '.join(LAB_IDS)}")
+    return SCENARIOS[lab]
+
+
+def setup(lab: str) -> Pin:
+    """The locked set-up cell: pin this machine's hardware profile for ``lab`` before the
+    learner's cells run, and print the scenario.
+
+    Raises:
+        LabError: for an unknown lab.
+        ValueError: ``PROFILE`` names no bundled profile.
+    """
+    sc = scenario(lab)
+    profile = env.current_profile()
+    pin = Pin(lab, profile.name)
+    _PINS[lab] = pin
+    fixed = ", ".join(f"--{k}" if v is True else f"--{k} {v}" for k, v in sc.fixed_args.items())
+    print(f"{lab} on profile {profile.name} ({profile.model}): {sc.about}")
+    if fixed:
+        print(f"  fixed by the scenario: {fixed}")
+    if sc.slo:
+        limits = ", ".join(f"{k} <= {v:g}" for k, v in sc.slo.model_dump().items() if v)
+        print(f"  SLO per request (goodput counts the requests meeting it): {limits}")
+    return pin
+
+
+def _pinned(lab: str) -> Pin:
+    pin = _PINS.get(lab)
+    if pin is None:
+        raise LabError(f"run the lab's set-up cell first (setup({lab!r}))")
+    now = env.detect_profile_name()
+    if now != pin.profile:
+        raise LabError(f"the profile changed from {pin.profile} to {now} after the set-up cell; "
+                       "restart the kernel and run the notebook from the top")
+    return pin
+
+
+def check_flags(lab: str, server_flags: Mapping[str, Any]) -> dict[str, Scalar]:
+    """The learner's server flags, normalised (``max_num_seqs``, ``--max-num-seqs`` and
+    ``max-num-seqs`` are one flag), before anything starts. Unknown vLLM flags are rejected by
+    the server's own pre-launch check (:func:`vllm_course.server.flags.check_args`).
+
+    Raises:
+        LabError: a key that is not a plain flag name, a value that is not a str, int, float or
+            bool, a flag given twice, one the scenario fixes, or one that would change the model,
+            the workload or the KV cache size (:data:`FORBIDDEN_FLAGS`).
+    """
+    fixed = scenario(lab).fixed_args
+    flags: dict[str, Scalar] = {}
+    for name, value in server_flags.items():
+        key = str(name).strip().removeprefix("--").replace("_", "-")
+        if not _FLAG_NAME.fullmatch(key):
+            raise LabError(f"SERVER_FLAGS key {name!r}: write a flag's name only, e.g. "
+                           "'max-num-seqs' (no '=', spaces or values in the key)")
+        if not isinstance(value, (str, int, float, bool)):
+            raise LabError(f"SERVER_FLAGS[{name!r}] = {value!r}: use a str, int, float or bool")
+        if key in fixed:
+            raise LabError(f"--{key} is part of {lab}'s scenario ({fixed[key]!r}) and cannot be "
+                           "changed; tune the other flags")
+        if key in FORBIDDEN_FLAGS:
+            raise LabError(f"--{key} would change the model, the requests or the KV cache "
+                           f"behind the scenario's back; {lab} does not accept it")
+        if key in flags:
+            raise LabError(f"--{key} is given twice in SERVER_FLAGS")
+        flags[key] = value
+    return flags
+
+
+def results_path(lab: str, results_dir: Path | str = RESULTS_DIR) -> Path:
+    """``results/<lab>.json``, relative to the notebook's folder unless ``results_dir`` is
+    absolute."""
+    return Path(results_dir) / f"{lab}.json"
+
+
+Measure = Callable[[list[dict], dict], dict]
+"""A lab's hook into :func:`run`: called with the measured request records (dicts as in
+``requests.jsonl``) and ``{"duration_s", "slo"}``; returns ``{"answers": ..., "reference": ...}``
+to store in the results file."""
+
+
+async def run(lab: str, server_flags: Mapping[str, Any] | None = None, *,
+              measure: Measure | None = None, results_dir: Path | str = RESULTS_DIR) -> dict:
+    """The locked run cell: run ``lab``'s scenario on a fresh server and write its results.
+
+    Deletes ``results/<lab>.json`` first; checks the flags (:func:`check_flags`); starts a
+    server of its own, stopped (process group and all) when the run ends or fails, never a
+    shared one and never a cached result; runs the workload; checks every completed request got
+    its prompt and output lengths; writes ``results/<lab>.json`` with a nonce and the server's
+    counter deltas. ``measure`` (see :data:`Measure`) adds the lab's own part.
+
+    Returns:
+        The results file's content.
+
+    Raises:
+        LabError: the set-up cell did not run, the flags are not acceptable (nothing started),
+            or the server did not serve the requests the scenario asked for.
+        UnknownFlagError: a vLLM flag this vLLM does not have (nothing started).
+        ServerError: the server failed to start or died (its log tail included).
+    """
+    path = results_path(lab, results_dir)
+    path.unlink(missing_ok=True)
+    _ISSUED.pop(lab, None)
+    pin = _pinned(lab)
+    sc = scenario(lab)
+    flags = check_flags(lab, server_flags or {})
+    nonce = secrets.token_hex(16)
+    started = time.time()
+    measured = await _run_once(env.load_profile(pin.profile), sc, flags, Path(results_dir))
+    if measure is not None:
+        measured.update(measure(records_of(Path(measured["run_dir"])), {
+            "duration_s": measured["metrics"]["duration_s"],
+            "slo": sc.slo.model_dump() if sc.slo else None}))
+    result: dict[str, Any] = {
+        "lab": lab,
+        "nonce": nonce,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "profile": pin.profile,
+        "hardware": env.hardware(),
+        "vllm_version": env.vllm_version(),
+        "server_flags": flags,
+        "slo": sc.slo.model_dump() if sc.slo else None,
+        **measured,
+    }
+    issue(lab, result, results_dir)
+    m = measured["metrics"]
+    print(f"{lab}: results written to {path} ({m['completed']} of {m['requests']} requests "
+          f"completed in {m['duration_s']:.1f} s)")
+    return result
+
+
+async def _run_once(profile: env.Profile, sc: Scenario, flags: dict[str, Scalar],
+                    results_dir: Path) -> dict:
+    """One fresh server with ``flags`` on ``profile`` and the scenario's workload: the measured
+    part of a results file."""
+    from vllm_course.experiment import run_experiment
+    from vllm_course.server import ServerPool
+
+    server = ServerConfig(model=profile.model, args={**sc.fixed_args, **flags})
+    config = RunConfig(name="lab", server=server, workload=sc.workload, load=sc.load, slo=sc.slo)
+    # a pool of this run only: one fresh server, stopped when the block ends (even on error)
+    with ServerPool(max_live=1, profile_args=profile.server_args) as own:
+        result = await run_experiment(config, results_root=results_dir / "runs", pool=own)
+    records = records_of(Path(result.path))
+    _check_lengths(records)
+    s, m = result.summary, result.server_metrics
+    return {
+        "run_dir": result.path,
+        "argv": ServerConfig(args={**profile.server_args, **server.args}).argv(),
+        "metrics": {"requests": s.num_requests, "completed": s.completed, "failed": s.failed,
+                    "duration_s": s.duration_s},
+        "server_counters": {} if m is None else {
+            "generation_tokens": m.generation_tokens, "prompt_tokens": m.prompt_tokens,
+            "preemptions": m.preemptions, "samples": m.samples},
+        "client_totals": _client_totals(records),
+    }
+
+
+def _succeeded(r: dict) -> bool:
+    """A record dict's request succeeded: no error and at least one token-carrying chunk (as
+    :attr:`vllm_course.records.RequestRecord.success`)."""
+    return r["error"] is None and bool(r["chunk_s"])
+
+
+def _check_lengths(records: list[dict]) -> None:
+    """Every completed request must have the output length it asked for (requests are sent with
+    ``ignore_eos``) and its workload's prompt length: a flag that shortens outputs or reshapes
+    prompts changes the workload, not the serving."""
+    for r in filter(_succeeded, records):
+        if r["output_tokens"] != r["max_tokens"]:
+            raise LabError(f"request {r['index']} got {r['output_tokens']} output tokens for "
+                           f"max_tokens={r['max_tokens']}: a server flag changed the workload")
+        if r["prompt_len"] is not None and r["prompt_tokens"] not in (None, r["prompt_len"]):
+            raise LabError(f"request {r['index']}'s prompt was {r['prompt_tokens']} tokens, the "
+                           f"workload's {r['prompt_len']}: a server flag changed the workload")
+
+
+def records_of(run_dir: Path) -> list[dict]:
+    """The measured request records of a saved run (``requests.jsonl``, warm-ups left out)."""
+    lines = (run_dir / "requests.jsonl").read_text().splitlines()
+    return [r for r in (json.loads(line) for line in lines if line.strip())
+            if not r.get("warmup")]
+
+
+def _client_totals(records: list[dict]) -> dict[str, int]:
+    ok = [r for r in records if _succeeded(r)]
+    failed = [r for r in records if not _succeeded(r)]
+    return {
+        "requests": len(records),
+        "completed": len(ok),
+        "output_tokens": sum(r["output_tokens"] for r in ok)
+        + sum(sum(r["chunk_tokens"]) for r in failed),
+        "failed_max_tokens": sum(r["max_tokens"] for r in failed),
+        "prompt_tokens": sum(r["prompt_tokens"] or 0 for r in ok),
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    """NumPy scalars and arrays as plain numbers and lists (a learner's function may return
+    them); everything else unchanged."""
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return _jsonable(value.tolist())
+    return value
+
+
+def issue(lab: str, result: dict, results_dir: Path | str = RESULTS_DIR) -> Path:
+    """Write ``result`` (it carries its ``nonce``) as ``results/<lab>.json`` and keep its nonce
+    and SHA-256 in this kernel's memory, the only place :func:`load_results` trusts. Only
+    :func:`run` calls it in a lab; tests call it to stand in for a run.
+
+    Returns:
+        The file's path.
+    """
+    text = json.dumps(_jsonable(result), indent=1, sort_keys=True) + "\n"
+    path = results_path(lab, results_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    _ISSUED[lab] = (result["nonce"], hashlib.sha256(text.encode()).hexdigest())
+    return path
+
+
+def load_results(lab: str, results_dir: Path | str = RESULTS_DIR) -> dict:
+    """Read ``results/<lab>.json`` and prove :func:`run` wrote it in this kernel.
+
+    Raises:
+        LabError: no file; a file this kernel's run cell did not write (nonce or SHA-256 differ:
+            written by hand, copied, edited, or left from an earlier run); or a server
+            generated-token count that disagrees with what the client received.
+    """
+    path = results_path(lab, results_dir)
+    if not path.is_file():
+        raise LabError(f"{path} does not exist: run the lab's run cell (it writes the file)")
+    text = path.read_text()
+    issued = _ISSUED.get(lab)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = {}
+    if issued is None or not isinstance(data, dict) or data.get("nonce") != issued[0]:
+        raise LabError(f"{path} was not written by this notebook's run cell in this session "
+                       "(its nonce is not the one issued): re-run the run cell")
+    if hashlib.sha256(text.encode()).hexdigest() != issued[1]:
+        raise LabError(f"{path} was changed after the run cell wrote it: re-run the run cell")
+    _check_counters(data, path)
+    return data
+
+
+def _check_counters(data: dict, path: Path) -> None:
+    """The server's Δ ``vllm:generation_tokens_total`` must equal the tokens the client
+    received; with failed requests, the server may have generated up to their ``max_tokens``
+    more (tokens of a request the client gave up on are counted but never arrive)."""
+    server, client = data.get("server_counters") or {}, data.get("client_totals") or {}
+    gen = server.get("generation_tokens")
+    if gen is None:
+        raise LabError(f"{path}: the server's counters were not read (no /metrics samples)")
+    got, slack = client.get("output_tokens", -1), client.get("failed_max_tokens", 0)
+    if not got <= round(gen) <= got + slack:
+        raise LabError(f"{path}: the server counted {gen:.0f} generated tokens, the client "
+                       f"received {got}; the run is not trustworthy")
+
+
+@contextlib.contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """Inside a test cell anything written to stderr (a library's warning) would zero the cell
+    in nbgrader (nbgrader/utils.py ``determine_grade``); send it to stdout instead."""
+    with contextlib.redirect_stderr(sys.stdout):
+        yield
