@@ -286,19 +286,25 @@ def tokens_held(records, t: float) -> list[int]:
             for r in records if r.sent_s <= t < r.last_choice_s]
 
 
-def slot_samples(run, bs: int, margin_s: float = 0.1) -> list[dict]:
-    """Gauge samples taken while every request was generating: after the last first token,
-    ``margin_s`` before the first request ended (the server frees blocks a moment before the
-    client sees the last token)."""
+def slot_samples(run, bs: int) -> list[dict]:
+    """Gauge samples that saw every request decoding, with the slots the records predict.
+
+    A scrape's numbers were produced somewhere between its request and its arrival (``t_s``).
+    The sampler sends each request ``interval_s`` after the previous scrape arrived, so a sample
+    counts only if that bound is after the client read the last first token: the whole burst had
+    been prefilled. And the server's running-request count in the same scrape must equal the
+    number the client still had in flight: a request the engine has already finished (its blocks
+    freed) but whose last token the client has not read yet is not in both."""
     records = run.records()
     usable = int(info[bs]["num_gpu_blocks"]) - 1     # the null block is never "in use"
-    start, end = max(r.chunk_s[0] for r in records), min(r.last_choice_s for r in records)
+    start = max(r.chunk_s[0] for r in records)
+    series = run.timeseries()
     rows = []
-    for p in run.timeseries().points:
-        if p.kv_cache_usage is None or not start <= p.t_s < end - margin_s:
+    for prev, p in zip(series.points, series.points[1:]):
+        if p.kv_cache_usage is None or prev.t_s + series.interval_s < start:
             continue
         held = tokens_held(records, p.t_s)
-        if held:
+        if held and p.running == len(held):
             rows.append({"t_s": p.t_s, "in flight": len(held), "held": sum(held),
                          "predicted slots": sum(math.ceil(n / bs) * bs for n in held),
                          "reserved slots (gauge)": round(p.kv_cache_usage * usable) * bs})
@@ -498,7 +504,11 @@ plt.show()
 #   size we asked for, and its log's "KV cache size" is max concurrency × `max_model_len` as
 #   predicted; blocks × block_size is the same number of token slots at both sizes.
 # - **The gauge follows the block staircase**: every usage sample taken while all requests were
-#   decoding is within one block per request of the slots computed from the records.
+#   decoding is within one block per request of the slots computed from the records. A sample
+#   counts only if it was surely taken after the whole burst was prefilled and the server ran as
+#   many requests as the client had in flight: a fresh-clone CI run once scored a scrape that
+#   arrived just after the last first token but had been answered before it (2,976 slots in the
+#   gauge, 3,584 predicted).
 # - **Waste per request grows with the block size**: more empty slots per request at 128 than at
 #   32, and less than one block per request on average at each size.
 # - **Prefix-cache hits are whole blocks**: the measured hit rate equals the prediction (within

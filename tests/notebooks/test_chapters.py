@@ -34,7 +34,7 @@ def test_chapter_executes_and_its_checks_hold(path, chapter_env, record_time):
     try:
         client.execute()
     except CellExecutionError as exc:
-        pytest.fail(f"{path.name} failed:\n{exc}", pytrace=False)
+        pytest.fail(_failure(path, exc), pytrace=False)
     except TimeoutError:
         pytest.fail(f"{path.name} still ran after the {CEILING_S} s ceiling "
                     "(.ci/budget.toml notebook_ceiling): stopped", pytrace=False)
@@ -47,6 +47,19 @@ def test_chapter_executes_and_its_checks_hold(path, chapter_env, record_time):
     checks = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("name") == "stdout" and "ok: " in o.get("text", "")]
     assert checks, f"{path.name} asserted none of its 'what you should see' claims (nb.check)"
+
+
+def _failure(path: Path, exc: CellExecutionError) -> str:
+    """What failed, shortest first: the error line (for ``nb.check``, the claim and its evidence),
+    then the failing cell's printed lines, then the cell and traceback. CI shows only a part of a
+    long log, and the failing claim must be in that part."""
+    out = str(exc)
+    printed = out.split("----- stdout -----", 1)[1].split("------------------", 1)[0].strip() \
+        if "----- stdout -----" in out else ""
+    return (f"{path.name} failed: {exc.ename}: {exc.evalue}\n"
+            f"the cell printed before it:\n{printed[-3000:]}\n\n"
+            f"the executed copy: {(OUT / path.name).relative_to(ROOT)}; the cell and traceback:\n"
+            f"{out[-6000:]}")
 
 
 def _left_s(t0: float) -> int:
