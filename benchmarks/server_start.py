@@ -2,6 +2,7 @@
 
     python benchmarks/server_start.py                 # the detected profile, 2 starts each
     python benchmarks/server_start.py --repeats 3 --variants eager
+    python benchmarks/server_start.py --side-by-side 2     # N eager starts: in turn vs at once
 
 Each start launches a real server (the profile's model and flags, 127.0.0.1), waits for
 ``/health`` and stops it. The table gives, per variant, the second (since the launch) at which
@@ -9,6 +10,11 @@ each phase ended, from the timestamps vLLM writes in its log (second resolution)
 argument parsing, the engine core process's start, model load, the warm-up (where
 torch.compile runs), profiling and KV cache allocation, the API server's start; then when
 ``/health`` first answered, and vLLM's own "init engine ... took X s (compilation: Y s)".
+
+With ``--side-by-side N`` it instead starts N ``--enforce-eager`` servers (identical but for a label
+in their environment, so the pool keeps them apart) one after the other, then N side by side
+(``ServerPool.prestart``, what ``nb.start_servers`` uses in the chapters), and prints the wall
+time until all N answered ``/health``, stops excluded.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pathlib import Path
 
 from vllm_course import env
 from vllm_course.config import ServerConfig
-from vllm_course.server import VLLMServer
+from vllm_course.server import ServerPool, VLLMServer
 
 VARIANTS = {"compiled": {}, "eager": {"enforce-eager": True}}
 # (phase, the log line that ends it), in the order they happen (vLLM 0.32's CPU build)
@@ -64,11 +70,42 @@ def phases(log: str, launched: float, ready_s: float) -> dict[str, float]:
     return out
 
 
+def side_by_side(n: int, repeats: int) -> None:
+    """Print the wall time (s) of N eager starts one after the other and side by side."""
+    profile = env.current_profile()
+    configs = [ServerConfig(model=profile.model, args={"enforce-eager": True},
+                            env={"VLLM_COURSE_REPLICA": str(i)}) for i in range(n)]
+    print(f"{n} eager starts (vLLM {env.vllm_version()}, profile {profile.name}): wall time until "
+          "all answered /health, s")
+    print(f"{'repeat':<8}{'one after the other':>22}{'side by side':>14}{'ratio':>8}")
+    for r in range(repeats):
+        times = []
+        for together in (False, True):
+            pool = ServerPool(max_live=n, profile_args=profile.server_args)
+            try:
+                t0 = time.monotonic()
+                if together:
+                    pool.prestart(configs)
+                else:
+                    for config in configs:
+                        pool.release(pool.acquire(config))
+                times.append(time.monotonic() - t0)
+            finally:
+                pool.close()
+        print(f"{r + 1:<8}{times[0]:>22.1f}{times[1]:>14.1f}{times[1] / times[0]:>8.2f}",
+              flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    ap.add_argument("--side-by-side", type=int, metavar="N",
+                    help="instead: N eager starts one after the other, then side by side")
     args = ap.parse_args()
+    if args.side_by_side:
+        side_by_side(args.side_by_side, args.repeats)
+        return
     profile = env.current_profile()
     results: dict[str, list[dict[str, float]]] = {v: [] for v in args.variants}
     with tempfile.TemporaryDirectory() as tmp:

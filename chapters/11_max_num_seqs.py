@@ -111,15 +111,19 @@ pd.DataFrame({
 #
 # Each server runs the same workload at four **concurrency levels** (eight at full size; closed
 # loop: the client keeps that many requests in flight and sends the next one when one finishes):
-# below the cap, at it, and two and three times above it. `sweep` starts one server per
-# setting, runs its points, and stops it (chapter 05: one variable at a time; each point sends new prompts, so no point reuses
-# another's prefix cache). `--enforce-eager` only makes the CPU server start faster.
+# below the cap, at it, and two and three times above it. `sweep` runs one setting's points,
+# then the other's (chapter 05: one variable at a time; each point sends new prompts, so no point
+# reuses another's prefix cache). Both servers are started first, side by side
+# (`nb.start_servers`: a start is mostly single-threaded, so two at once use the second core),
+# and the sweep takes them from the course's pool; the idle one waits without computing.
+# `--enforce-eager` only makes the CPU server start faster.
 
 # %%
 import math
 
 from vllm_course import LoadSpec, ServerConfig, SweepSpec, SyntheticWorkload, sweep
 from vllm_course.models import CARDS
+from vllm_course.server import default_pool
 
 OUT = nb.results_root("11_max_num_seqs")
 BLOCK = 128 if profile.device == "cpu" else 16        # vLLM's CPU backend uses 128, GPUs 16
@@ -147,7 +151,8 @@ spec = SweepSpec(
 )
 print(f"pool: {POOL_BLOCKS} blocks x {BLOCK} tokens x {BYTES_PER_TOKEN:,} B = "
       f"{POOL['kv-cache-memory-bytes']:,} bytes; each request needs {BLOCKS_PER_REQUEST} blocks")
-result = await sweep(spec, results_root=OUT)
+nb.start_servers(*SERVERS.values())      # side by side, in the course's pool, which the sweep uses
+result = await sweep(spec, results_root=OUT, pool=default_pool())
 result
 
 # %% [markdown]

@@ -270,8 +270,9 @@ if not FP8_KV_OK:   # the library refuses it before launch, with the reason
 W_FP8_LOG.unlink(missing_ok=True)
 loop = asyncio.get_running_loop()
 trial = loop.run_in_executor(None, try_start, W_FP8, W_FP8_LOG) if CPU else None
-for config in (BASE, KV_FP8) if FP8_KV_OK else (BASE,):
-    pool.release(pool.acquire(config))      # started (or found running) in the course's pool
+if not (FP8_KV_OK and nb.start_servers(BASE, KV_FP8)):   # side by side where two can run
+    for config in (BASE, KV_FP8) if FP8_KV_OK else (BASE,):
+        pool.release(pool.acquire(config))  # started (or found running) in the course's pool
 fp8_weights_error = await trial if trial else None
 
 results = {DEFAULT: await measure(DEFAULT, BASE, 1500)}

@@ -153,6 +153,7 @@ N = nb.scaled(full=24, ci=12)
 burst = workload.synthesize(SyntheticWorkload(num_requests=N, input_len=100, output_len=64,
                                               seed=18), tokenizer, "completions")
 workload.write_jsonl(burst, OUT / "burst.jsonl")
+nb.start_servers(STORM, FITTED)   # side by side: faster on a spare core
 storm = await run_experiment(
     RunConfig(name="storm", server=STORM, workload=FileWorkload(path=OUT / "burst.jsonl"),
               load=IN_ORDER), OUT)

@@ -38,6 +38,14 @@ def broker_url():
         return server
 
     pool.acquire = acquire
+    original_prestart = pool.prestart
+
+    def prestart(configs):
+        servers = original_prestart(configs)
+        pids.update(s.proc.pid for s in servers)
+        return servers
+
+    pool.prestart = prestart
     try:
         with PoolBroker(pool) as url:
             yield url

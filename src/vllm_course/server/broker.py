@@ -13,17 +13,20 @@ Graded lab runs never borrow: they start their own servers with a pool they own.
 
 Protocol (JSON over HTTP, one request at a time):
 
-* ``GET /info`` → ``{"profile_args": {...}}``;
+* ``GET /info`` → ``{"profile_args": {...}, "max_live": int}``;
 * ``POST /acquire`` ``{"config": ServerConfig, "log_path": str | null}`` → ``{"key", "base_url",
   "pid", "log_path", "facts"}`` (starts a server if none with those settings runs; on failure HTTP
   500 with ``{"error", "cause", "log_tail"}``);
-* ``POST /release`` ``{"key"}`` → ``{}``.
+* ``POST /release`` ``{"key"}`` → ``{}``;
+* ``POST /prestart`` ``{"configs": [ServerConfig, ...]}`` → ``{"started": [base_url, ...]}``
+  (:meth:`ServerPool.prestart`: starts the missing ones side by side; errors as for acquire).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -84,6 +87,12 @@ class PoolBroker:
             "facts": server.facts.model_dump(),
         }
 
+    def prestart(self, body: dict) -> dict:
+        configs = [ServerConfig.model_validate(c) for c in body["configs"]]
+        with self._lock:
+            servers = self.pool.prestart(configs)
+        return {"started": [s.base_url for s in servers]}
+
     def release(self, body: dict) -> dict:
         server = self._lent.get(str(body.get("key")))
         if server is not None:
@@ -107,7 +116,8 @@ class PoolBroker:
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
                 if self.path == "/info":
-                    self._reply(200, {"profile_args": broker.pool.profile_args})
+                    self._reply(200, {"profile_args": broker.pool.profile_args,
+                                      "max_live": broker.pool.max_live})
                 else:
                     self._reply(404, {"error": f"no such path {self.path}"})
 
@@ -115,10 +125,10 @@ class PoolBroker:
                 length = int(self.headers.get("Content-Length", 0))
                 try:
                     body = json.loads(self.rfile.read(length) or b"{}")
-                    if self.path == "/acquire":
-                        self._reply(200, broker.acquire(body))
-                    elif self.path == "/release":
-                        self._reply(200, broker.release(body))
+                    routes = {"/acquire": broker.acquire, "/release": broker.release,
+                              "/prestart": broker.prestart}
+                    if self.path in routes:
+                        self._reply(200, routes[self.path](body))
                     else:
                         self._reply(404, {"error": f"no such path {self.path}"})
                 except ServerError as exc:
@@ -179,6 +189,7 @@ class RemotePool:
                 "let this kernel start its own servers"
             ) from None
         self.profile_args: dict = info.json()["profile_args"]
+        self.max_live: int = int(info.json().get("max_live", 1))
         self._closed = False
 
     def acquire(self, config: ServerConfig, log_path: Path | None = None) -> RemoteServer:
@@ -196,6 +207,23 @@ class RemotePool:
             raise ServerError(err["error"], cause=err.get("cause") or "crashed",
                               log_tail=err.get("log_tail", ""), log_path=log_path)
         return RemoteServer(config, resp.json())
+
+    def prestart(self, configs: Sequence[ServerConfig]) -> None:
+        """Have the broker start these servers side by side (:meth:`ServerPool.prestart`).
+
+        Raises:
+            ServerError: a start failed (cause and log tail included).
+            ValueError: more distinct configs than the broker's ``max_live``.
+        """
+        if (n := len({c.key() for c in configs})) > self.max_live:
+            raise ValueError(f"{n} servers asked for at once, but the broker runs at most "
+                             f"{self.max_live}")
+        resp = self._http.post("/prestart", json={
+            "configs": [c.model_dump(mode="json") for c in configs]})
+        if resp.status_code != 200:
+            err = resp.json()
+            raise ServerError(err["error"], cause=err.get("cause") or "crashed",
+                              log_tail=err.get("log_tail", ""))
 
     def release(self, server: RemoteServer) -> None:
         """Give a borrowed server back (it keeps running in the owner's pool)."""

@@ -6,6 +6,7 @@ one; it never adopts a server it did not start. It stops every server it started
 closed, at interpreter exit (``atexit``), and a server also dies with the owner process itself
 (``PR_SET_PDEATHSIG``). Servers idle for longer than ``idle_timeout_s`` are stopped, and at most
 ``max_live`` run at once (the least recently used idle one is stopped to make room).
+:meth:`ServerPool.prestart` starts several servers side by side before a notebook needs them.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import atexit
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 from vllm_course.config import ServerConfig
-from vllm_course.server.process import VLLMServer
+from vllm_course.server.process import VLLMServer, free_port
 
 
 class ServerPool:
@@ -77,6 +78,76 @@ class ServerPool:
             self._last_used[key] = time.monotonic()
             return server
 
+    def prestart(self, configs: Sequence[ServerConfig]) -> list[VLLMServer]:
+        """Start, side by side, the servers of ``configs`` that are not running yet, and return
+        all of them (in the order asked for; duplicates once).
+
+        A server start is mostly single-threaded Python (imports, the engine core's start), so
+        on a machine with spare cores two starts side by side take less than two one after the
+        other (``benchmarks/server_start.py --side-by-side 2``). Idle servers not asked for are
+        stopped first, least recently used first, to keep within ``max_live``. The servers
+        started stay in the pool, idle, until a run acquires them.
+
+        Raises:
+            ValueError: if ``configs`` asks for more distinct servers than ``max_live``.
+            RuntimeError: if the pool is closed, or servers in use leave no room.
+            ServerError: the first start that failed (servers that did start are kept).
+        """
+        wanted: dict[str, ServerConfig] = {}
+        for config in configs:
+            wanted.setdefault(self._key(config), config)
+        if len(wanted) > self.max_live:
+            raise ValueError(f"{len(wanted)} servers asked for at once, but this pool runs at "
+                             f"most {self.max_live}")
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this server pool is closed")
+            for key in list(self._servers):
+                if key in wanted and not self._servers[key].alive():
+                    self._servers.pop(key).stop()
+            missing = {k: c for k, c in wanted.items() if k not in self._servers}
+            self._make_room(len(missing), keep=set(wanted))
+            new = {k: VLLMServer(c, profile_args=self.profile_args) for k, c in missing.items()}
+            _distinct_ports(list(new.values()))
+            errors = self._start_side_by_side(new)
+            now = time.monotonic()
+            for key, server in new.items():
+                if key in errors:
+                    server.stop()
+                else:
+                    self._servers[key] = server
+                    self._last_used[key] = now
+            if errors:
+                raise next(iter(errors.values()))
+            return [self._servers[k] for k in wanted]
+
+    def _start_side_by_side(self, new: dict[str, VLLMServer]) -> dict[str, BaseException]:
+        """Start every server in its own thread; the errors, by key. On Ctrl-C (or any error
+        while waiting) every one of them is stopped before it is raised."""
+        errors: dict[str, BaseException] = {}
+
+        def start(key: str, server: VLLMServer) -> None:
+            try:
+                with self.announce(server) if self.announce else contextlib.nullcontext():
+                    server.start()
+            except BaseException as exc:  # noqa: BLE001 (returned to the caller, who raises it)
+                errors[key] = exc
+
+        threads = [threading.Thread(target=start, args=item, daemon=True) for item in new.items()]
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException:   # Ctrl-C: no server may outlive the interrupted starts
+            for t, server in zip(threads, new.values(), strict=True):
+                while t.is_alive():
+                    server.stop(timeout_s=5.0)
+                    t.join(0.1)
+                server.stop(timeout_s=5.0)
+            raise
+        return errors
+
     def release(self, server: VLLMServer) -> None:
         """Mark a server as no longer used by a run (it keeps running until idle or close)."""
         with self._lock:
@@ -85,9 +156,15 @@ class ServerPool:
                     self._in_use.discard(key)
                     self._last_used[key] = time.monotonic()
 
-    def _make_room(self) -> None:
-        while len(self._servers) >= self.max_live:
-            idle = [k for k in self._servers if k not in self._in_use]
+    def _make_room(self, n: int = 1, keep: Collection[str] = ()) -> None:
+        """Stop idle servers, least recently used first, until ``n`` more fit in ``max_live``
+        (never one in use or in ``keep``).
+
+        Raises:
+            RuntimeError: if the servers in use (or kept) leave no room.
+        """
+        while len(self._servers) + n > self.max_live:
+            idle = [k for k in self._servers if k not in self._in_use and k not in keep]
             if not idle:
                 raise RuntimeError(f"all {self.max_live} live servers are in use")
             victim = min(idle, key=lambda k: self._last_used.get(k, 0.0))
@@ -124,3 +201,13 @@ class ServerPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _distinct_ports(servers: list[VLLMServer]) -> None:
+    """Give each server without a configured port a free one, no two the same (servers started
+    in parallel threads would otherwise race for the same free port)."""
+    taken: set[int] = set()
+    for server in servers:
+        while server.port is None or (server.config.port is None and server.port in taken):
+            server.port = free_port(server.config.host)
+        taken.add(server.port)

@@ -32,6 +32,7 @@ class _Pool:
     """Records acquire/release; the first config with flag `fail` fails like a bad start."""
 
     profile_args = {"max-model-len": 4096}
+    max_live = 2
 
     def __init__(self):
         self.acquired, self.released = [], []
