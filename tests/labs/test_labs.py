@@ -28,15 +28,16 @@ SOURCES = sorted(p.name for p in (LABS / "source").iterdir() if p.is_dir())
 OUT = ROOT / "results" / "labs"
 
 # what a learner who fakes the run writes: the file the tests read, with numbers that would
-# score, but a nonce this kernel never issued (the run cell then refuses to start: every
-# function still raises NotImplementedError)
+# score, but a nonce this kernel never issued (the run cell then starts nothing: lab01's
+# functions still raise NotImplementedError, lab02's SERVER_FLAGS is not defined)
 FORGERY = '''
 import json, pathlib
 pathlib.Path("results").mkdir(exist_ok=True)
 pathlib.Path("results/{lab}.json").write_text(json.dumps({{
     "lab": "{lab}", "nonce": "0123456789abcdef0123456789abcdef",
     "server_counters": {{"generation_tokens": 1}}, "client_totals": {{"output_tokens": 1}},
-    "metrics": {{"output_throughput_tok_s": 1e9, "p99_ttft_ms": 1.0, "preemptions": 0}},
+    "metrics": {{"output_tok_s": 1e9, "output_tok_s_vs_default": 9.9, "p99_ttft_ms": 1.0,
+                 "preemptions": 0}},
     "reference": {{"ttft_ms": [1.0]}}, "answers": {{"ttft_ms": [1.0]}}}}))
 '''
 
@@ -48,10 +49,14 @@ def _submission(notebook: dict, root: Path, student: str, lab: str) -> None:
 
 
 def _forged(release: dict, lab: str) -> dict:
-    """The release with a cell that writes a fabricated results file before the run cell."""
+    """The release with a cell of the learner's own, just after the answer cell, that writes a
+    fabricated results file before the run cell (a cell of its own: a release's answer cell may
+    stop at its ``raise NotImplementedError()``)."""
     forged = json.loads(json.dumps(release))
-    solution = next(c for c in forged["cells"] if c["metadata"].get("nbgrader", {}).get("solution"))
-    solution["source"] = "".join(solution["source"]) + FORGERY.format(lab=lab)
+    at = next(i for i, c in enumerate(forged["cells"])
+              if c["metadata"].get("nbgrader", {}).get("solution"))
+    forged["cells"].insert(at + 1, {"cell_type": "code", "execution_count": None, "metadata": {},
+                                    "outputs": [], "source": FORGERY.format(lab=lab)})
     return forged
 
 

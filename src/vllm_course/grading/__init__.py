@@ -8,7 +8,8 @@ from its test cells, a scoring function such as :func:`score_answers`. nbgrader 
 whole notebook again when it grades, so the numbers graded are measured then.
 
 ``session`` holds what every lab shares (the pin, the run, the proof that a results file is this
-kernel's own); ``lab01`` the reference definitions lab01 grades against.
+kernel's own); ``lab01`` the reference definitions lab01 grades against; ``perf`` the points of
+the performance labs (lab02 on) against their scenario's targets (``spec``).
 
 May import: everything below ``tuning`` (``experiment``, ``server``, ``env``, ``metrics``,
 ``records``, ``config``); it sits beside ``tuning``, never imports it, and only ``cli`` and the
@@ -23,6 +24,7 @@ from vllm_course.grading.lab01 import (
     reference_answers,
     score_answers,
 )
+from vllm_course.grading.perf import score_target
 from vllm_course.grading.session import (
     LAB_IDS,
     RESULTS_DIR,
@@ -31,12 +33,14 @@ from vllm_course.grading.session import (
     load_results,
     results_path,
     run,
+    scenario,
+    scenario_args,
     setup,
 )
-from vllm_course.grading.spec import SCENARIOS, Scenario
+from vllm_course.grading.spec import SCENARIOS, Scenario, Target
 
 __all__ = [
     "LAB01_FUNCTIONS", "LAB_IDS", "PERCENTILES", "RESULTS_DIR", "SCENARIOS", "LabError", "Pin",
-    "Scenario", "answers_of", "example_record", "load_results", "reference_answers",
-    "results_path", "run", "score_answers", "setup",
+    "Scenario", "Target", "answers_of", "example_record", "load_results", "reference_answers",
+    "results_path", "run", "scenario", "scenario_args", "score_answers", "score_target", "setup",
 ]

@@ -93,16 +93,45 @@ def setup(lab: str) -> Pin:
     """
     sc = scenario(lab)
     profile = env.current_profile()
+    fixed_args = scenario_args(lab, profile)
     pin = Pin(lab, profile.name)
     _PINS[lab] = pin
-    fixed = ", ".join(f"--{k}" if v is True else f"--{k} {v}" for k, v in sc.fixed_args.items())
+    fixed = ", ".join(f"--{k}" if v is True else f"--{k} {v}" for k, v in fixed_args.items())
     print(f"{lab} on profile {profile.name} ({profile.model}): {sc.about}")
     if fixed:
         print(f"  fixed by the scenario: {fixed}")
     if sc.slo:
         limits = ", ".join(f"{k} <= {v:g}" for k, v in sc.slo.model_dump().items() if v)
         print(f"  SLO per request (goodput counts the requests meeting it): {limits}")
+    for t in sc.targets:
+        print(f"  target {t.id} ({t.points:g} points): {t.about}")
+    if sc.targets:
+        how = sc.calibrated.get(profile.name)
+        print(f"  targets {'set by ' + how if how else 'are estimates on this profile'}")
     return pin
+
+
+def scenario_args(lab: str, profile: env.Profile) -> dict[str, Scalar]:
+    """The flags ``lab``'s scenario fixes on ``profile``: its ``fixed_args``, plus
+    ``--kv-cache-memory-bytes`` for a KV cache fixed in tokens (tokens × the model card's KV
+    bytes per token, so the pool holds as many tokens on every machine).
+
+    Raises:
+        LabError: the scenario fixes the KV cache in tokens and the profile's model has no
+            model card to size it from.
+    """
+    from vllm_course.models import CARDS
+
+    sc = scenario(lab)
+    args: dict[str, Scalar] = dict(sc.fixed_args)
+    if sc.kv_cache_tokens:
+        card = CARDS.get(profile.model)
+        if card is None:
+            raise LabError(f"{lab} fixes the KV cache at {sc.kv_cache_tokens:,} tokens, sized from "
+                           f"a model card; profile {profile.name}'s model {profile.model} has "
+                           "none: run it on a profile with a bundled card (PROFILE=...)")
+        args["kv-cache-memory-bytes"] = sc.kv_cache_tokens * card.kv_bytes_per_token
+    return args
 
 
 def _pinned(lab: str) -> Pin:
@@ -186,7 +215,7 @@ async def run(lab: str, server_flags: Mapping[str, Any] | None = None, *,
     flags = check_flags(lab, server_flags or {})
     nonce = secrets.token_hex(16)
     started = time.time()
-    measured = await _run_once(env.load_profile(pin.profile), sc, flags, Path(results_dir))
+    measured = await _run_once(lab, env.load_profile(pin.profile), flags, Path(results_dir))
     if measure is not None:
         measured.update(measure(records_of(Path(measured["run_dir"])), {
             "duration_s": measured["metrics"]["duration_s"],
@@ -209,26 +238,55 @@ async def run(lab: str, server_flags: Mapping[str, Any] | None = None, *,
     return result
 
 
-async def _run_once(profile: env.Profile, sc: Scenario, flags: dict[str, Scalar],
+async def _run_once(lab: str, profile: env.Profile, flags: dict[str, Scalar],
                     results_dir: Path) -> dict:
-    """One fresh server with ``flags`` on ``profile`` and the scenario's workload: the measured
-    part of a results file."""
+    """Fresh servers on ``profile`` with the scenario's workload: the learner's ``flags``, and,
+    for a scenario with a baseline, vLLM's defaults first (the scenario's flags only): the
+    measured part of a results file."""
     from vllm_course.experiment import run_experiment
     from vllm_course.server import ServerPool
 
-    server = ServerConfig(model=profile.model, args={**sc.fixed_args, **flags})
-    config = RunConfig(name="lab", server=server, workload=sc.workload, load=sc.load, slo=sc.slo)
-    # a pool of this run only: one fresh server, stopped when the block ends (even on error)
-    with ServerPool(max_live=1, profile_args=profile.server_args) as own:
-        result = await run_experiment(config, results_root=results_dir / "runs", pool=own)
+    sc = scenario(lab)
+    fixed = scenario_args(lab, profile)
+    configs = {"yours": ServerConfig(model=profile.model, args={**fixed, **flags})}
+    if sc.baseline:   # a label keeps it a server of its own even when the flags are the same
+        configs = {"defaults": ServerConfig(model=profile.model, args=fixed,
+                                            env={"VLLM_COURSE_LAB_RUN": "defaults"}), **configs}
+    # a CPU machine runs both servers at once (started side by side, measured one at a time); a
+    # GPU holds one server at its memory utilization, so the defaults' server stops first
+    live = len(configs) if env.vllm_build() == "cpu" else 1
+    runs = {}
+    # a pool of this run only: fresh servers, stopped when the block ends (even on error)
+    with ServerPool(max_live=live, profile_args=profile.server_args) as own:
+        if live > 1:
+            own.prestart(list(configs.values()))
+        for name, server in configs.items():
+            config = RunConfig(name=f"{lab}-{name}", server=server, workload=sc.workload,
+                               load=sc.load, slo=sc.slo)
+            runs[name] = await run_experiment(config, results_root=results_dir / "runs", pool=own)
+    measured = {name: _measured(result, profile) for name, result in runs.items()}
+    out = measured.pop("yours")
+    if "defaults" in measured:
+        out["defaults"] = measured["defaults"]
+        base = out["defaults"]["metrics"]["output_tok_s"]
+        out["metrics"]["output_tok_s_vs_default"] = (
+            out["metrics"]["output_tok_s"] / base if base else None)
+    return out
+
+
+def _measured(result: Any, profile: env.Profile) -> dict:
+    """One run's part of a results file (its records checked for the workload's lengths)."""
     records = records_of(Path(result.path))
     _check_lengths(records)
     s, m = result.summary, result.server_metrics
     return {
         "run_dir": result.path,
-        "argv": ServerConfig(args={**profile.server_args, **server.args}).argv(),
+        "argv": ServerConfig(args={**profile.server_args, **result.config.server.args}).argv(),
         "metrics": {"requests": s.num_requests, "completed": s.completed, "failed": s.failed,
-                    "duration_s": s.duration_s},
+                    "duration_s": s.duration_s, "output_tok_s": s.output_throughput_tok_s,
+                    "preemptions": None if m is None else m.preemptions,
+                    "p99_ttft_ms": s.ttft_ms.p99, "p99_tpot_ms": s.tpot_ms.p99,
+                    "goodput_rps": s.goodput_rps},
         "server_counters": {} if m is None else {
             "generation_tokens": m.generation_tokens, "prompt_tokens": m.prompt_tokens,
             "preemptions": m.preemptions, "samples": m.samples},
@@ -326,6 +384,8 @@ def load_results(lab: str, results_dir: Path | str = RESULTS_DIR) -> dict:
     if hashlib.sha256(text.encode()).hexdigest() != issued[1]:
         raise LabError(f"{path} was changed after the run cell wrote it: re-run the run cell")
     _check_counters(data, path)
+    if isinstance(data.get("defaults"), dict):
+        _check_counters(data["defaults"], path)
     return data
 
 

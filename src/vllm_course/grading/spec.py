@@ -1,14 +1,63 @@
-"""What each graded lab runs: its scenario (workload, load, the flags it fixes, the SLO).
+"""What each graded lab runs: its scenario (workload, load, the flags it fixes, the SLO) and,
+for the labs graded on measured performance (lab02 on), its targets.
 
 lab01 grades exact definitions, so its scenario is the same on every hardware profile and has no
-performance target; the labs graded on tok/s and P99 (lab02 on) add targets per profile.
+performance target. A performance lab's targets are of two kinds (DESIGN of the labs, in
+``labs/README.md``): counts that hold on any hardware (no preemption), and ratios to the vLLM
+defaults measured in the same run on the same machine, so a class on any GPU or CPU is graded
+fairly. Each target says how it was set: the worst of at least 3 solution runs minus 3 standard
+deviations, on the profiles named in :attr:`Scenario.calibrated`; elsewhere it is an estimate.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from vllm_course.config import SLO, LoadSpec, Scalar, SyntheticWorkload
+
+
+class Target(BaseModel):
+    """One graded number of a performance lab.
+
+    Attributes:
+        id: the test cell's name for it, e.g. ``"no_preemption"``.
+        metric: a key of the results file's ``metrics``: ``preemptions`` (count),
+            ``output_tok_s`` (tok/s), ``output_tok_s_vs_default`` (ratio to the defaults' run).
+        op: ``">="`` or ``"<="``.
+        value: the target, in the metric's unit.
+        points: the test cell's points.
+        zero_at: partial credit: 0 points at this value, rising linearly to all of them at
+            ``value``; ``None``: all or nothing.
+        only_if: ids of targets that must be met for this one to score (throughput counts only
+            for a run that met the lab's main condition).
+        about: the target in words, as the test cell prints it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    id: str
+    metric: str
+    op: Literal[">=", "<="]
+    value: float
+    points: float
+    zero_at: float | None = None
+    only_if: tuple[str, ...] = ()
+    about: str = ""
+
+    def met(self, measured: float) -> bool:
+        """Whether ``measured`` meets the target."""
+        return measured >= self.value if self.op == ">=" else measured <= self.value
+
+    def credit(self, measured: float) -> float:
+        """The share of :attr:`points` (0-1) ``measured`` earns: 1 if it meets the target, else
+        linear between :attr:`zero_at` (0) and :attr:`value` (1), else 0."""
+        if self.met(measured):
+            return 1.0
+        if self.zero_at is None or self.zero_at == self.value:
+            return 0.0
+        share = (measured - self.zero_at) / (self.value - self.zero_at)
+        return min(1.0, max(0.0, share))
 
 
 class Scenario(BaseModel):
@@ -20,6 +69,14 @@ class Scenario(BaseModel):
         fixed_args: vLLM flags the scenario sets and the learner may not change.
         slo: per-request SLO (ms) that goodput counts against.
         about: the scenario in one line, as :func:`vllm_course.grading.setup` prints it.
+        kv_cache_tokens: the KV cache the scenario fixes, in tokens: the run passes
+            ``--kv-cache-memory-bytes`` = this × the profile's model's KV bytes per token, so
+            every machine gets the same pool in tokens (``None``: the profile's own).
+        baseline: also run vLLM's defaults (the scenario's fixed flags only) in the same run,
+            for targets relative to them.
+        targets: what the test cells grade (performance labs).
+        calibrated: profile name -> how the targets were measured there; on other profiles they
+            are estimates, and the set-up cell says so.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -28,6 +85,22 @@ class Scenario(BaseModel):
     fixed_args: dict[str, Scalar] = Field(default_factory=dict)
     slo: SLO | None = None
     about: str = ""
+    kv_cache_tokens: int | None = Field(None, gt=0)
+    baseline: bool = False
+    targets: tuple[Target, ...] = ()
+    calibrated: dict[str, str] = Field(default_factory=dict)
+
+    def target(self, target_id: str) -> Target:
+        """The target named ``target_id``.
+
+        Raises:
+            KeyError: no such target (the message lists them).
+        """
+        for t in self.targets:
+            if t.id == target_id:
+                return t
+        raise KeyError(f"no target {target_id!r}; this lab's are "
+                       f"{', '.join(t.id for t in self.targets) or 'none'}")
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -42,6 +115,30 @@ SCENARIOS: dict[str, Scenario] = {
         fixed_args={"enforce-eager": True},
         slo=SLO(ttft_ms=100.0, tpot_ms=20.0),
         about="24 requests, 64-192 prompt tokens, 12-36 output tokens, Poisson 8 req/s",
+    ),
+    # long requests at once into a KV cache that holds 8 of them at full length (chapters 03, 11,
+    # 17): 26 blocks of 128 tokens on the CPU build = 8 x 3 blocks + a spare block + the null
+    # block. vLLM's default max_num_seqs (128 on the CPU, 1024 on an H200) admits as many as have
+    # blocks for their prompts, then preempts as they grow. The throughput target is a ratio to
+    # the defaults measured in the same run, so it holds on any machine; it counts only for a
+    # run without preemption: admitting one request at a time also avoids preemption.
+    "lab02": Scenario(
+        workload=SyntheticWorkload(num_requests=24, input_len=256, output_len=128, seed=202),
+        load=LoadSpec(num_warmups=2),
+        fixed_args={"enforce-eager": True, "max-model-len": 1024},
+        kv_cache_tokens=26 * 128,
+        baseline=True,
+        targets=(
+            Target(id="no_preemption", metric="preemptions", op="<=", value=0, points=3,
+                   about="no request preempted: vllm:num_preemptions_total unchanged over the run"),
+            Target(id="throughput", metric="output_tok_s_vs_default", op=">=", value=0.9,
+                   zero_at=0.72, points=3, only_if=("no_preemption",),
+                   about="output tok/s at least 0.9 x the vLLM defaults' in the same run "
+                         "(partial credit from 0.72 x)"),
+        ),
+        calibrated={},
+        about="24 requests of 256 prompt + 128 output tokens, all at once, into a KV cache of "
+              "3,328 tokens (8 such requests at full length)",
     ),
 }
 """Each lab's scenario, by lab id."""

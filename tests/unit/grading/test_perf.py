@@ -1,0 +1,92 @@
+"""The performance labs' grading without a server (lab02 on): targets, partial credit, the
+condition a throughput target depends on, and the KV cache a scenario fixes per profile."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from vllm_course import env, grading
+from vllm_course.grading import session
+from vllm_course.grading.spec import Target
+from vllm_course.models import CARDS
+
+TOTALS = {"requests": 24, "completed": 24, "output_tokens": 3072, "failed_max_tokens": 0,
+          "prompt_tokens": 6144}
+
+
+def issued(tmp_path, metrics: dict, generated: float = 3072.0) -> None:
+    """A lab02 results file as the run cell writes it (nonce kept in this process)."""
+    counters = {"generation_tokens": generated}
+    result = {"lab": "lab02", "nonce": secrets.token_hex(16), "profile": "cpu-tiny",
+              "metrics": metrics, "server_counters": counters, "client_totals": TOTALS,
+              "defaults": {"metrics": {"output_tok_s": 100.0, "preemptions": 14.0},
+                           "server_counters": counters, "client_totals": TOTALS}}
+    session.issue("lab02", result, tmp_path)
+
+
+def test_a_target_earns_all_some_or_none_of_its_points():
+    t = Target(id="t", metric="output_tok_s_vs_default", op=">=", value=0.9, zero_at=0.72,
+               points=3)
+    assert t.credit(0.95) == 1.0 and t.credit(0.9) == 1.0
+    assert t.credit(0.81) == pytest.approx(0.5)          # halfway from 0.72 to 0.9
+    assert t.credit(0.5) == 0.0
+    low = Target(id="p99", metric="p99_ttft_ms", op="<=", value=200, zero_at=250, points=2)
+    assert low.credit(190) == 1.0 and low.credit(225) == pytest.approx(0.5)
+    assert low.credit(300) == 0.0
+    strict = Target(id="none", metric="preemptions", op="<=", value=0, points=3)
+    assert strict.credit(0) == 1.0 and strict.credit(1) == 0.0
+
+
+def test_lab02_scores_the_measured_run_against_its_targets(tmp_path, capsys):
+    issued(tmp_path, {"preemptions": 0.0, "output_tok_s": 95.0, "output_tok_s_vs_default": 0.95})
+    assert grading.score_target("lab02", "no_preemption", tmp_path) == 3.0
+    assert grading.score_target("lab02", "throughput", tmp_path) == 3.0
+    out = capsys.readouterr().out
+    assert "output_tok_s_vs_default 0.95, target >= 0.9 -> 3 / 3 points" in out
+    issued(tmp_path, {"preemptions": 0.0, "output_tok_s": 81.0, "output_tok_s_vs_default": 0.81})
+    assert grading.score_target("lab02", "throughput", tmp_path) == 1.5      # partial credit
+
+
+def test_throughput_counts_only_in_a_run_without_preemption(tmp_path, capsys):
+    issued(tmp_path, {"preemptions": 12.0, "output_tok_s": 101.0, "output_tok_s_vs_default": 1.01})
+    assert grading.score_target("lab02", "no_preemption", tmp_path) == 0.0
+    assert grading.score_target("lab02", "throughput", tmp_path) == 0.0
+    assert "scores only in a run that meets no_preemption" in capsys.readouterr().out
+
+
+def test_a_missing_measurement_or_an_untrusted_file_scores_nothing(tmp_path):
+    issued(tmp_path, {"preemptions": None, "output_tok_s_vs_default": None})
+    assert grading.score_target("lab02", "no_preemption", tmp_path) == 0.0
+    # the defaults' run must be trustworthy too: its server counted tokens nobody received
+    issued(tmp_path, {"preemptions": 0.0, "output_tok_s_vs_default": 1.0})
+    path = session.results_path("lab02", tmp_path)
+    path.write_text(path.read_text().replace('"output_tok_s": 100.0', '"output_tok_s": 10.0'))
+    with pytest.raises(grading.LabError, match="changed after the run cell"):
+        grading.score_target("lab02", "throughput", tmp_path)
+    with pytest.raises(KeyError, match="no_preemption, throughput"):
+        grading.scenario("lab02").target("p99")
+
+
+def test_the_kv_cache_is_fixed_in_tokens_on_every_profile():
+    for name in ("cpu-tiny", "h200"):
+        profile = env.load_profile(name)
+        args = grading.scenario_args("lab02", profile)
+        assert args["kv-cache-memory-bytes"] == 26 * 128 * CARDS[profile.model].kv_bytes_per_token
+        assert args["max-model-len"] == 1024
+    for flag, why in (("kv-cache-memory-bytes", "KV cache"), ("max-model-len", "scenario"),
+                      ("num-gpu-blocks-override", "KV cache")):
+        with pytest.raises(grading.LabError, match=why):
+            session.check_flags("lab02", {flag: 1})
+    assert session.check_flags("lab02", {"max_num_seqs": 8}) == {"max-num-seqs": 8}
+
+
+def test_the_set_up_cell_prints_the_targets_and_whether_they_are_estimates(capsys, monkeypatch):
+    monkeypatch.setenv("PROFILE", "cpu-tiny")
+    grading.setup("lab02")
+    out = capsys.readouterr().out
+    assert "--kv-cache-memory-bytes 13631488" in out
+    assert "target no_preemption (3 points)" in out and "target throughput (3 points)" in out
+    calibrated = grading.scenario("lab02").calibrated
+    assert ("targets set by" in out) == ("cpu-tiny" in calibrated)
