@@ -14,6 +14,7 @@ Graded lab runs never borrow: they start their own servers with a pool they own.
 Protocol (JSON over HTTP, one request at a time):
 
 * ``GET /info`` → ``{"profile_args": {...}, "max_live": int}``;
+* ``GET /servers`` → ``{"configs": [ServerConfig, ...]}``: the settings of the servers running;
 * ``POST /acquire`` ``{"config": ServerConfig, "log_path": str | null}`` → ``{"key", "base_url",
   "pid", "log_path", "facts"}`` (starts a server if none with those settings runs; on failure HTTP
   500 with ``{"error", "cause", "log_tail"}``);
@@ -118,6 +119,9 @@ class PoolBroker:
                 if self.path == "/info":
                     self._reply(200, {"profile_args": broker.pool.profile_args,
                                       "max_live": broker.pool.max_live})
+                elif self.path == "/servers":
+                    self._reply(200, {"configs": [s.config.model_dump(mode="json")
+                                                  for s in broker.pool.servers]})
                 else:
                     self._reply(404, {"error": f"no such path {self.path}"})
 
@@ -145,6 +149,14 @@ class PoolBroker:
 @dataclass
 class _Proc:
     pid: int
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    """A server running in the broker's pool, as :attr:`RemotePool.servers` lists it: its
+    settings only (a sweep asks which settings are live, to plan its order)."""
+
+    config: ServerConfig
 
 
 class RemoteServer:
@@ -224,6 +236,13 @@ class RemotePool:
             err = resp.json()
             raise ServerError(err["error"], cause=err.get("cause") or "crashed",
                               log_tail=err.get("log_tail", ""))
+
+    @property
+    def servers(self) -> list[LiveServer]:
+        """The servers running in the broker's pool now (their settings)."""
+        resp = self._http.get("/servers")
+        resp.raise_for_status()
+        return [LiveServer(ServerConfig.model_validate(c)) for c in resp.json()["configs"]]
 
     def release(self, server: RemoteServer) -> None:
         """Give a borrowed server back (it keeps running in the owner's pool)."""

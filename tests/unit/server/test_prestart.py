@@ -107,6 +107,10 @@ class _Pool:
     def __init__(self):
         self.asked: list[list[ServerConfig]] = []
 
+    @property
+    def servers(self):
+        return [type("S", (), {"config": c})() for configs in self.asked for c in configs]
+
     def prestart(self, configs):
         self.asked.append(configs)
         if any(c.args.get("max-num-seqs") == 9 for c in configs):
@@ -121,8 +125,11 @@ def test_the_broker_starts_them_for_a_borrower():
     with PoolBroker(stand_in) as url:
         remote = RemotePool(url)
         assert remote.max_live == 2
+        assert remote.servers == []
         remote.prestart([config(1), config(2)])
         assert stand_in.asked == [[config(1), config(2)]]
+        # a sweep in a chapter kernel asks which settings run (to plan its order)
+        assert [s.config for s in remote.servers] == [config(1), config(2)]
         with pytest.raises(ServerError) as err:
             remote.prestart([config(9), config(2)])
         assert err.value.cause == "bad_flag" and err.value.log_tail == "error: bad"
