@@ -77,6 +77,8 @@ class Scenario(BaseModel):
         targets: what the test cells grade (performance labs).
         calibrated: profile name -> how the targets were measured there; on other profiles they
             are estimates, and the set-up cell says so.
+        grading_s: profile name -> seconds ``nbgrader autograde`` took for one submission that
+            runs (measured; ``vllm-course lab time`` multiplies it by the class size).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -89,6 +91,7 @@ class Scenario(BaseModel):
     baseline: bool = False
     targets: tuple[Target, ...] = ()
     calibrated: dict[str, str] = Field(default_factory=dict)
+    grading_s: dict[str, float] = Field(default_factory=dict)
 
     def target(self, target_id: str) -> Target:
         """The target named ``target_id``.
@@ -115,6 +118,7 @@ SCENARIOS: dict[str, Scenario] = {
         fixed_args={"enforce-eager": True},
         slo=SLO(ttft_ms=100.0, tpot_ms=20.0),
         about="24 requests, 64-192 prompt tokens, 12-36 output tokens, Poisson 8 req/s",
+        grading_s={"cpu-tiny": 62.0},    # tests/labs on the 2-core machine, 2026-12-02
     ),
     # long requests at once into a KV cache that holds 8 of them at full length (chapters 03, 11,
     # 17): 26 blocks of 128 tokens on the CPU build = 8 x 3 blocks + a spare block + the null
@@ -142,6 +146,7 @@ SCENARIOS: dict[str, Scenario] = {
                                 "defaults preempted 3-5 times in each of 5 runs)"},
         about="24 requests of 256 prompt + 128 output tokens, all at once, into a KV cache of "
               "3,328 tokens (8 such requests at full length)",
+        grading_s={"cpu-tiny": 82.0},    # tests/labs on the 2-core machine, 2026-12-02
     ),
 }
 """Each lab's scenario, by lab id."""
