@@ -36,7 +36,7 @@ pathlib.Path("results").mkdir(exist_ok=True)
 pathlib.Path("results/{lab}.json").write_text(json.dumps({{
     "lab": "{lab}", "nonce": "0123456789abcdef0123456789abcdef",
     "server_counters": {{"generation_tokens": 1}}, "client_totals": {{"output_tokens": 1}},
-    "metrics": {{"output_tok_s": 1e9, "output_tok_s_vs_default": 9.9, "p99_ttft_ms": 1.0,
+    "metrics": {{"output_tok_s": 1e9, "output_tok_s_vs_baseline": 9.9, "p99_ttft_ms": 1.0,
                  "preemptions": 0}},
     "reference": {{"ttft_ms": [1.0]}}, "answers": {{"ttft_ms": [1.0]}}}}))
 '''

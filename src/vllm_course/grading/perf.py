@@ -1,7 +1,7 @@
 """The performance labs (lab02 on): points for measured numbers against the scenario's targets.
 
 The run cell (:func:`vllm_course.grading.run`) writes the learner's run's ``metrics`` (and, for a
-scenario with a baseline, the defaults' run and ``output_tok_s_vs_default``) to the results file;
+scenario with a baseline, the baseline's run and ``output_tok_s_vs_baseline``) to the results file;
 each test cell calls :func:`score_target` with one of the scenario's :class:`Target` ids. The
 targets come from the library's scenario, never from the results file.
 """

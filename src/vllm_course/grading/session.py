@@ -103,6 +103,10 @@ def setup(lab: str) -> Pin:
     if sc.slo:
         limits = ", ".join(f"{k} <= {v:g}" for k, v in sc.slo.model_dump().items() if v)
         print(f"  SLO per request (goodput counts the requests meeting it): {limits}")
+    if sc.baseline_args is not None:
+        base = " ".join(f"--{k}" if v is True else f"--{k} {v}"
+                        for k, v in sc.baseline_args.items()) or "vLLM's defaults"
+        print(f"  baseline, run first on the same requests: {base}")
     for t in sc.targets:
         print(f"  target {t.id} ({t.points:g} points): {t.about}")
     if sc.targets:
@@ -241,17 +245,19 @@ async def run(lab: str, server_flags: Mapping[str, Any] | None = None, *,
 async def _run_once(lab: str, profile: env.Profile, flags: dict[str, Scalar],
                     results_dir: Path) -> dict:
     """Fresh servers on ``profile`` with the scenario's workload: the learner's ``flags``, and,
-    for a scenario with a baseline, vLLM's defaults first (the scenario's flags only): the
-    measured part of a results file."""
+    for a scenario with a baseline, the baseline's flags first (``Scenario.baseline_args``
+    beside the scenario's fixed flags; none: vLLM's defaults): the measured part of a results
+    file."""
     from vllm_course.experiment import run_experiment
     from vllm_course.server import ServerPool
 
     sc = scenario(lab)
     fixed = scenario_args(lab, profile)
     configs = {"yours": ServerConfig(model=profile.model, args={**fixed, **flags})}
-    if sc.baseline:   # a label keeps it a server of its own even when the flags are the same
-        configs = {"defaults": ServerConfig(model=profile.model, args=fixed,
-                                            env={"VLLM_COURSE_LAB_RUN": "defaults"}), **configs}
+    if sc.baseline_args is not None:   # a label keeps it a server of its own, even with the
+        base = ServerConfig(model=profile.model, args={**fixed, **sc.baseline_args},  # same flags
+                            env={"VLLM_COURSE_LAB_RUN": "baseline"})
+        configs = {"baseline": base, **configs}
     # a CPU machine runs both servers at once (started side by side, measured one at a time); a
     # GPU holds one server at its memory utilization, so the defaults' server stops first
     live = len(configs) if env.vllm_build() == "cpu" else 1
@@ -266,10 +272,10 @@ async def _run_once(lab: str, profile: env.Profile, flags: dict[str, Scalar],
             runs[name] = await run_experiment(config, results_root=results_dir / "runs", pool=own)
     measured = {name: _measured(result, profile) for name, result in runs.items()}
     out = measured.pop("yours")
-    if "defaults" in measured:
-        out["defaults"] = measured["defaults"]
-        base = out["defaults"]["metrics"]["output_tok_s"]
-        out["metrics"]["output_tok_s_vs_default"] = (
+    if "baseline" in measured:
+        out["baseline"] = measured["baseline"]
+        base = out["baseline"]["metrics"]["output_tok_s"]
+        out["metrics"]["output_tok_s_vs_baseline"] = (
             out["metrics"]["output_tok_s"] / base if base else None)
     return out
 
@@ -384,8 +390,8 @@ def load_results(lab: str, results_dir: Path | str = RESULTS_DIR) -> dict:
     if hashlib.sha256(text.encode()).hexdigest() != issued[1]:
         raise LabError(f"{path} was changed after the run cell wrote it: re-run the run cell")
     _check_counters(data, path)
-    if isinstance(data.get("defaults"), dict):
-        _check_counters(data["defaults"], path)
+    if isinstance(data.get("baseline"), dict):
+        _check_counters(data["baseline"], path)
     return data
 
 

@@ -21,13 +21,13 @@ def issued(tmp_path, metrics: dict, generated: float = 3072.0) -> None:
     counters = {"generation_tokens": generated}
     result = {"lab": "lab02", "nonce": secrets.token_hex(16), "profile": "cpu-tiny",
               "metrics": metrics, "server_counters": counters, "client_totals": TOTALS,
-              "defaults": {"metrics": {"output_tok_s": 100.0, "preemptions": 14.0},
+              "baseline": {"metrics": {"output_tok_s": 100.0, "preemptions": 14.0},
                            "server_counters": counters, "client_totals": TOTALS}}
     session.issue("lab02", result, tmp_path)
 
 
 def test_a_target_earns_all_some_or_none_of_its_points():
-    t = Target(id="t", metric="output_tok_s_vs_default", op=">=", value=0.9, zero_at=0.72,
+    t = Target(id="t", metric="output_tok_s_vs_baseline", op=">=", value=0.9, zero_at=0.72,
                points=3)
     assert t.credit(0.95) == 1.0 and t.credit(0.9) == 1.0
     assert t.credit(0.81) == pytest.approx(0.5)          # halfway from 0.72 to 0.9
@@ -40,28 +40,28 @@ def test_a_target_earns_all_some_or_none_of_its_points():
 
 
 def test_lab02_scores_the_measured_run_against_its_targets(tmp_path, capsys):
-    issued(tmp_path, {"preemptions": 0.0, "output_tok_s": 95.0, "output_tok_s_vs_default": 0.95})
+    issued(tmp_path, {"preemptions": 0.0, "output_tok_s": 95.0, "output_tok_s_vs_baseline": 0.95})
     assert grading.score_target("lab02", "no_preemption", tmp_path) == 3.0
     assert grading.score_target("lab02", "throughput", tmp_path) == 3.0
     out = capsys.readouterr().out
-    assert "output_tok_s_vs_default 0.95, target >= 0.45 -> 3 / 3 points" in out
+    assert "output_tok_s_vs_baseline 0.95, target >= 0.45 -> 3 / 3 points" in out
     # partial credit: halfway from 0.36 to 0.45
-    issued(tmp_path, {"preemptions": 0.0, "output_tok_s": 40.5, "output_tok_s_vs_default": 0.405})
+    issued(tmp_path, {"preemptions": 0.0, "output_tok_s": 40.5, "output_tok_s_vs_baseline": 0.405})
     assert grading.score_target("lab02", "throughput", tmp_path) == 1.5
 
 
 def test_throughput_counts_only_in_a_run_without_preemption(tmp_path, capsys):
-    issued(tmp_path, {"preemptions": 12.0, "output_tok_s": 101.0, "output_tok_s_vs_default": 1.01})
+    issued(tmp_path, {"preemptions": 12.0, "output_tok_s": 101.0, "output_tok_s_vs_baseline": 1.01})
     assert grading.score_target("lab02", "no_preemption", tmp_path) == 0.0
     assert grading.score_target("lab02", "throughput", tmp_path) == 0.0
     assert "scores only in a run that meets no_preemption" in capsys.readouterr().out
 
 
 def test_a_missing_measurement_or_an_untrusted_file_scores_nothing(tmp_path):
-    issued(tmp_path, {"preemptions": None, "output_tok_s_vs_default": None})
+    issued(tmp_path, {"preemptions": None, "output_tok_s_vs_baseline": None})
     assert grading.score_target("lab02", "no_preemption", tmp_path) == 0.0
     # the defaults' run must be trustworthy too: its server counted tokens nobody received
-    issued(tmp_path, {"preemptions": 0.0, "output_tok_s_vs_default": 1.0})
+    issued(tmp_path, {"preemptions": 0.0, "output_tok_s_vs_baseline": 1.0})
     path = session.results_path("lab02", tmp_path)
     path.write_text(path.read_text().replace('"output_tok_s": 100.0', '"output_tok_s": 10.0'))
     with pytest.raises(grading.LabError, match="changed after the run cell"):
@@ -91,3 +91,17 @@ def test_the_set_up_cell_prints_the_targets_and_whether_they_are_estimates(capsy
     assert "target no_preemption (3 points)" in out and "target throughput (3 points)" in out
     calibrated = grading.scenario("lab02").calibrated
     assert ("targets set by" in out) == ("cpu-tiny" in calibrated)
+
+
+def test_lab03s_baseline_is_the_starting_configuration(capsys, monkeypatch):
+    monkeypatch.setenv("PROFILE", "cpu-tiny")
+    grading.setup("lab03")
+    out = capsys.readouterr().out
+    assert ("baseline, run first on the same requests: --max-num-seqs 4 "
+            "--max-num-batched-tokens 512") in out
+    assert grading.scenario("lab02").baseline_args == {}        # vLLM's defaults
+    assert grading.scenario("lab01").baseline_args is None      # no baseline run
+    # the learner's flags are the whole configuration: any of them, the scenario's fixed aside
+    assert session.check_flags("lab03", {"max-num-seqs": 64}) == {"max-num-seqs": 64}
+    with pytest.raises(grading.LabError, match="part of lab03's scenario"):
+        session.check_flags("lab03", {"enforce-eager": False})
