@@ -189,9 +189,9 @@ def within_noise(a: float, b: float, noise: float = CPU_TIMING_NOISE) -> bool:
 def start_servers(*configs: Any) -> bool:
     """Start the servers a chapter is about to use side by side, before its first run needs
     them (:meth:`vllm_course.server.ServerPool.prestart`); each run then finds its server
-    running. A server start is mostly single-threaded, so on the 2-core CI machine two eager
-    starts take about 57 s side by side against 82 s one after the other (measured with
-    ``benchmarks/server_start.py --side-by-side 2``).
+    running. A server start is mostly single-threaded, so on the project's 2-core machine two
+    eager starts took 43 s side by side against 61 s one after the other (measured with
+    ``benchmarks/server_start.py --side-by-side 2``, 2026-12-02).
 
     Args:
         configs: :class:`vllm_course.config.ServerConfig` objects, the order does not matter.

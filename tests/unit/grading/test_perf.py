@@ -97,7 +97,7 @@ def test_lab03s_baseline_is_the_starting_configuration(capsys, monkeypatch):
     monkeypatch.setenv("PROFILE", "cpu-tiny")
     grading.setup("lab03")
     out = capsys.readouterr().out
-    assert ("baseline, run first on the same requests: --max-num-seqs 4 "
+    assert ("baseline, run first on the same requests: --max-num-seqs 2 "
             "--max-num-batched-tokens 512") in out
     assert grading.scenario("lab02").baseline_args == {}        # vLLM's defaults
     assert grading.scenario("lab01").baseline_args is None      # no baseline run
