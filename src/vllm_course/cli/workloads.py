@@ -44,29 +44,12 @@ def workload_group() -> None:
     help="Card or hub id whose tokenizer counts the tokens.",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
-def workload_synth(
-    num_requests,
-    input_len,
-    output_len,
-    input_len_range,
-    output_len_range,
-    seed,
-    endpoint,
-    model,
-    output,
-) -> None:
+def workload_synth(endpoint: str, model: str, output: str, **spec_fields) -> None:
     """Generate a seeded synthetic request set (same arguments: same file, byte for byte)."""
     from vllm_course.config import SyntheticWorkload
     from vllm_course.workload import PromptTokenizer, synthesize, write_jsonl
 
-    spec = SyntheticWorkload(
-        num_requests=num_requests,
-        input_len=input_len,
-        output_len=output_len,
-        input_len_range=input_len_range,
-        output_len_range=output_len_range,
-        seed=seed,
-    )
+    spec = SyntheticWorkload(**spec_fields)   # the six length/count/seed options, validated
     requests = synthesize(spec, PromptTokenizer(model), endpoint)
     write_jsonl(requests, output)
     click.echo(f"wrote {len(requests)} requests to {output}")

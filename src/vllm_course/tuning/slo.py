@@ -155,12 +155,19 @@ async def slo_search(
               f"{format_duration(per_point)} per point plus "
               f"{format_duration(estimate_start_s(device()))} to start the server",
               0, None, None))
+
+    async def measure(level: float, phase: str, seed_offset: int) -> SLOPoint:
+        level = _as_level(spec.level_kind, level)
+        result, cached = await run_cached(spec.point_config(level, seed_offset), pool=pool,
+                                          cache=store, results_root=Path(results_root) / "runs")
+        return judge(spec, result, level, phase, cached)
+
     try:
         check_server_flags([spec.server], pool)
         _check_request_count(spec)
         level: float | None = spec.start
         while level is not None and len(points) < spec.max_points:
-            points.append(await _measure(spec, level, "search", 0, pool, store, results_root))
+            points.append(await measure(level, "search", 0))
             emit(Step("point", _line(spec, points[-1]), len(points), None, None))
             level = next_level(spec, [p.level for p in points if p.passed],
                                [p.level for p in points if not p.passed])
@@ -170,8 +177,7 @@ async def slo_search(
         for i, f in enumerate(spec.confirm, 1):
             if best is None:
                 break
-            point = await _measure(spec, spec.confirm_level(best, f), "confirm",
-                                   CONFIRM_SEED_OFFSET * i, pool, store, results_root)
+            point = await measure(spec.confirm_level(best, f), "confirm", CONFIRM_SEED_OFFSET * i)
             points.append(point)
             emit(Step("point", "confirm " + _line(spec, point), len(points), None, None))
     finally:
@@ -209,13 +215,6 @@ def _result(spec, search, points, best) -> SLOSearchResult:
         spec=spec, points=points, best=best, lowest_failing=lowest_failing,
         converged=converged, warnings=warnings,
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
-
-
-async def _measure(spec, level, phase, seed_offset, pool, store, results_root) -> SLOPoint:
-    level = _as_level(spec.level_kind, level)
-    result, cached = await run_cached(spec.point_config(level, seed_offset), pool=pool,
-                                      cache=store, results_root=Path(results_root) / "runs")
-    return judge(spec, result, level, phase, cached)
 
 
 def _line(spec: SLOSearchSpec, p: SLOPoint) -> str:

@@ -47,6 +47,18 @@ FLAGS = sorted(
 )
 
 
+# what vLLM 0.32.0's own parser said each flag takes (as flag_kinds() probed it): a test that
+# starts a server without launching one reads these instead of the installed vLLM's parser, whose
+# answer is cached under the course home only after its first read (a fresh machine has none)
+KINDS = json.loads((Path(__file__).parents[1] / "data" / "vllm_0.32.0_flag_kinds.json").read_text())
+
+
+@pytest.fixture
+def recorded_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(flags, "known_flags", lambda: sorted({*KINDS, *FLAGS, "--kv-cache-dtype"}))
+    monkeypatch.setattr(flags, "flag_kinds", lambda: KINDS)
+
+
 @pytest.fixture
 def fixed_version(monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setattr(env, "vllm_version", lambda: "0.32.0")
@@ -564,10 +576,9 @@ def test_classify_failure(log: str, cause: str) -> None:
 
 
 def test_start_with_a_missing_model_path_launches_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recorded_flags: None
 ) -> None:
     monkeypatch.setattr(env, "vllm_build", lambda: "cuda")
-    monkeypatch.setattr(flags, "known_flags", lambda: FLAGS)
 
     def no_launch(*args, **kwargs):
         raise AssertionError("nothing may be launched")
@@ -711,7 +722,7 @@ def test_check_cpu_kv_dtype_refuses_what_the_cpu_build_stops_on() -> None:
 
 
 def test_start_refuses_an_fp8_kv_cache_on_an_avx2_cpu_before_launch(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recorded_flags: None
 ) -> None:
     monkeypatch.setattr(env, "vllm_build", lambda: "cpu")
     monkeypatch.setattr(env, "cpu_flags", lambda: ["avx2"])
