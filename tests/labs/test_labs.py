@@ -37,7 +37,8 @@ pathlib.Path("results/{lab}.json").write_text(json.dumps({{
     "lab": "{lab}", "nonce": "0123456789abcdef0123456789abcdef",
     "server_counters": {{"generation_tokens": 1}}, "client_totals": {{"output_tokens": 1}},
     "metrics": {{"output_tok_s": 1e9, "output_tok_s_vs_baseline": 9.9, "p99_ttft_ms": 1.0,
-                 "preemptions": 0}},
+                 "preemptions": 0, "p99_ttft_ms_vs_slo": 0.1, "p99_tpot_ms_vs_slo": 0.1,
+                 "slo_attainment": 1.0}},
     "reference": {{"ttft_ms": [1.0]}}, "answers": {{"ttft_ms": [1.0]}}}}))
 '''
 

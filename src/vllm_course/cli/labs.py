@@ -62,3 +62,75 @@ def lab_time(lab_id: str, learners: int) -> None:
     total = learners * per
     click.echo(f"{lab_id} on {profile.name}: {learners} x {per:.0f} s = {total / 60:.0f} min "
                f"({total / 3600:.1f} h), one submission at a time")
+
+
+def _solution_flags(lab_id: str) -> dict:
+    """``SERVER_FLAGS`` of the solution cell in ``labs/source/<lab>/<lab>.ipynb`` (run from the
+    repository's root)."""
+    import ast
+    import json
+
+    path = Path("labs") / "source" / lab_id / f"{lab_id}.ipynb"
+    if not path.is_file():
+        raise BadInput(f"no --flags and no {path} here to read the solution from: give "
+                       "--flags '{\"max-num-seqs\": 8}' or run from the repository's root")
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") != "config":
+            continue
+        for node in ast.parse("".join(cell["source"])).body:
+            if isinstance(node, ast.Assign) and any(
+                    getattr(t, "id", None) == "SERVER_FLAGS" for t in node.targets):
+                return ast.literal_eval(node.value)
+    raise BadInput(f"{path} has no SERVER_FLAGS = {{...}} in its config cell: give --flags")
+
+
+@main.command("calibrate")
+@click.argument("lab_id")
+@click.option("--profile", "profile_name", default=None,
+              help="Hardware profile to calibrate (default: this machine's, as doctor says); "
+                   "it must be one this machine runs.")
+@click.option("--flags", "flags_json", default=None,
+              help="The answer's SERVER_FLAGS as JSON (default: the solution in "
+                   "labs/source/LAB/LAB.ipynb).")
+@click.option("--runs", type=click.IntRange(min=3), default=3, show_default=True,
+              help="Runs of the lab's run cell, at least 3 (each measures the baseline, then "
+                   "the answer).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where the JSON goes (default: the course home's "
+                   "calibration/PROFILE/LAB.json).")
+def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None, runs: int,
+                  out: Path | None) -> None:
+    """Measure LAB_ID's targets on this machine: its run cell --runs times with the answer.
+
+    Each target's proposal is the worst run moved by 3 standard deviations towards leniency; the
+    lab is valid here if the baseline misses at least one by more than that margin. Prints
+    both, and the targets the lab now uses, and writes every run's numbers as JSON. Exit status 1
+    if the lab is not valid here or a target is stricter than the runs allow.
+    """
+    import asyncio
+    import json
+    import os
+
+    from vllm_course import models
+    from vllm_course.grading.calibrate import calibrate, report
+
+    if profile_name:
+        os.environ["PROFILE"] = profile_name
+    if flags_json is None:
+        flags = _solution_flags(lab_id)
+    else:
+        try:
+            flags = json.loads(flags_json)
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"--flags is not JSON ({exc.msg}): write e.g. "
+                           "'{\"max-num-seqs\": 8}'") from None
+        if not isinstance(flags, dict):
+            raise BadInput("--flags must be a JSON object of flag names and values")
+    result = asyncio.run(calibrate(lab_id, flags, runs=runs, echo=click.echo))
+    path = out or models.course_home() / "calibration" / result["profile"] / f"{lab_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    click.echo(report(result))
+    click.echo(f"wrote {path}")
+    if not (result["valid"] and result["current_ok"]):
+        raise SystemExit(1)

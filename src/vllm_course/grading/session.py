@@ -72,15 +72,22 @@ _PINS: dict[str, Pin] = {}
 _ISSUED: dict[str, tuple[str, str]] = {}      # lab -> (nonce, sha256 of the file written)
 
 
-def scenario(lab: str) -> Scenario:
-    """``lab``'s scenario.
+def scenario(lab: str, profile: str | None = None) -> Scenario:
+    """``lab``'s scenario; on ``profile``, with that profile's rate and SLO
+    (:meth:`Scenario.on`).
 
     Raises:
-        LabError: for an unknown lab id (the message lists the known ones).
+        LabError: for an unknown lab id (the message lists the known ones), or a profile the
+            lab has no rate and SLO for.
     """
     if lab not in SCENARIOS:
         raise LabError(f"unknown lab {lab!r}; the labs are {', '.join(LAB_IDS)}")
-    return SCENARIOS[lab]
+    if profile is None:
+        return SCENARIOS[lab]
+    try:
+        return SCENARIOS[lab].on(profile)
+    except KeyError as exc:
+        raise LabError(f"{lab}: {exc.args[0]}") from None
 
 
 def setup(lab: str) -> Pin:
@@ -91,8 +98,8 @@ def setup(lab: str) -> Pin:
         LabError: for an unknown lab.
         ValueError: ``PROFILE`` names no bundled profile.
     """
-    sc = scenario(lab)
     profile = env.current_profile()
+    sc = scenario(lab, profile.name)
     fixed_args = scenario_args(lab, profile)
     pin = Pin(lab, profile.name)
     _PINS[lab] = pin
@@ -100,6 +107,8 @@ def setup(lab: str) -> Pin:
     print(f"{lab} on profile {profile.name} ({profile.model}): {sc.about}")
     if fixed:
         print(f"  fixed by the scenario: {fixed}")
+    if sc.load.rate_rps != float("inf"):
+        print(f"  arrivals: Poisson, {sc.load.rate_rps:g} requests/s on average")
     if sc.slo:
         limits = ", ".join(f"{k} <= {v:g}" for k, v in sc.slo.model_dump().items() if v)
         print(f"  SLO per request (goodput counts the requests meeting it): {limits}")
@@ -112,6 +121,8 @@ def setup(lab: str) -> Pin:
     if sc.targets:
         how = sc.calibrated.get(profile.name)
         print(f"  targets {'set by ' + how if how else 'are estimates on this profile'}")
+    if profile.name in sc.per_profile and not sc.calibrated.get(profile.name):
+        print(f"  rate and SLO: {sc.per_profile[profile.name].how}")
     return pin
 
 
@@ -215,7 +226,7 @@ async def run(lab: str, server_flags: Mapping[str, Any] | None = None, *,
     path.unlink(missing_ok=True)
     _ISSUED.pop(lab, None)
     pin = _pinned(lab)
-    sc = scenario(lab)
+    sc = scenario(lab, pin.profile)
     flags = check_flags(lab, server_flags or {})
     nonce = secrets.token_hex(16)
     started = time.time()
@@ -251,7 +262,7 @@ async def _run_once(lab: str, profile: env.Profile, flags: dict[str, Scalar],
     from vllm_course.experiment import run_experiment
     from vllm_course.server import ServerPool
 
-    sc = scenario(lab)
+    sc = scenario(lab, profile.name)
     fixed = scenario_args(lab, profile)
     configs = {"yours": ServerConfig(model=profile.model, args={**fixed, **flags})}
     if sc.baseline_args is not None:   # a label keeps it a server of its own, even with the
@@ -292,12 +303,27 @@ def _measured(result: Any, profile: env.Profile) -> dict:
                     "duration_s": s.duration_s, "output_tok_s": s.output_throughput_tok_s,
                     "preemptions": None if m is None else m.preemptions,
                     "p99_ttft_ms": s.ttft_ms.p99, "p99_tpot_ms": s.tpot_ms.p99,
-                    "goodput_rps": s.goodput_rps},
+                    "goodput_rps": s.goodput_rps, **_slo_metrics(s)},
         "server_counters": {} if m is None else {
             "generation_tokens": m.generation_tokens, "prompt_tokens": m.prompt_tokens,
             "preemptions": m.preemptions, "samples": m.samples},
         "client_totals": _client_totals(records),
     }
+
+
+def _slo_metrics(s: Any) -> dict[str, float | None]:
+    """With an SLO: ``slo_attainment`` (the share of the requests sent that completed within
+    every limit: goodput x duration / requests) and each P99 as a ratio to its limit
+    (``p99_ttft_ms_vs_slo``, ``p99_tpot_ms_vs_slo``; at most 1 means the P99 meets it)."""
+    if s.slo is None:
+        return {}
+    out: dict[str, float | None] = {
+        "slo_attainment": s.good_requests / s.num_requests if s.num_requests else None}
+    for name, dist in (("ttft", s.ttft_ms), ("tpot", s.tpot_ms)):
+        limit = getattr(s.slo, f"{name}_ms")
+        if limit:
+            out[f"p99_{name}_ms_vs_slo"] = None if dist.p99 is None else dist.p99 / limit
+    return out
 
 
 def _succeeded(r: dict) -> bool:

@@ -60,6 +60,23 @@ class Target(BaseModel):
         return min(1.0, max(0.0, share))
 
 
+class ProfileLoad(BaseModel):
+    """A scenario's arrival rate and SLO on one hardware profile. A lab graded at a Poisson rate
+    loads each machine by its own speed (a rate that keeps a CPU busy leaves an H200 idle), so
+    its rate and SLO are set per profile, where its targets are ratios to the SLO.
+
+    Attributes:
+        rate_rps: mean arrival rate (requests/s, Poisson).
+        slo: the per-request SLO (ms) on this profile.
+        how: how the rate and SLO were set: measured (runs, machine, date) or an estimate.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    rate_rps: float = Field(gt=0)
+    slo: SLO
+    how: str
+
+
 class Scenario(BaseModel):
     """What a lab runs.
 
@@ -80,6 +97,8 @@ class Scenario(BaseModel):
             are estimates, and the set-up cell says so.
         grading_s: profile name -> seconds ``nbgrader autograde`` took for one submission that
             runs (measured; ``vllm-course lab time`` multiplies it by the class size).
+        per_profile: profile name -> the rate and SLO there (:class:`ProfileLoad`), for a
+            scenario whose load depends on the machine's speed; empty: one load everywhere.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -93,6 +112,24 @@ class Scenario(BaseModel):
     targets: tuple[Target, ...] = ()
     calibrated: dict[str, str] = Field(default_factory=dict)
     grading_s: dict[str, float] = Field(default_factory=dict)
+    per_profile: dict[str, ProfileLoad] = Field(default_factory=dict)
+
+    def on(self, profile: str) -> Scenario:
+        """This scenario on ``profile``: the rate and SLO of its :attr:`per_profile` entry (the
+        scenario itself when it has none).
+
+        Raises:
+            KeyError: the scenario sets its load per profile and has no entry for ``profile``
+                (the message names the profiles it has).
+        """
+        if not self.per_profile:
+            return self
+        entry = self.per_profile.get(profile)
+        if entry is None:
+            raise KeyError(f"this lab sets its arrival rate and SLO per hardware profile and has "
+                           f"none for {profile}; it has {', '.join(self.per_profile)}")
+        return self.model_copy(update={
+            "load": self.load.model_copy(update={"rate_rps": entry.rate_rps}), "slo": entry.slo})
 
     def target(self, target_id: str) -> Target:
         """The target named ``target_id``.
