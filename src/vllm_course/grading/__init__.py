@@ -7,9 +7,10 @@ the scenario's workload, ``results/<lab>.json`` with a nonce and the server's co
 from its test cells, a scoring function such as :func:`score_answers`. nbgrader executes the
 whole notebook again when it grades, so the numbers graded are measured then.
 
-``session`` holds what every lab shares (the pin, the run, the proof that a results file is this
-kernel's own); ``lab01`` the reference definitions lab01 grades against; ``perf`` the points of
-the performance labs (lab02 on) against their scenario's targets (``spec``).
+``session`` holds what every lab shares (the pin, the flags a lab accepts, the run);
+``results`` the results file and the proof that it is this kernel's own; ``lab01`` the
+reference definitions lab01 grades against; ``perf`` the points of the performance labs (lab02
+on) against their scenario's targets (``spec``); ``calibrate`` the runs that set those targets.
 
 May import: everything below ``tuning`` (``experiment``, ``server``, ``env``, ``metrics``,
 ``records``, ``config``); it sits beside ``tuning``, never imports it, and only ``cli`` and the
@@ -25,18 +26,8 @@ from vllm_course.grading.lab01 import (
     score_answers,
 )
 from vllm_course.grading.perf import score_target
-from vllm_course.grading.session import (
-    LAB_IDS,
-    RESULTS_DIR,
-    LabError,
-    Pin,
-    load_results,
-    results_path,
-    run,
-    scenario,
-    scenario_args,
-    setup,
-)
+from vllm_course.grading.results import RESULTS_DIR, LabError, load_results, results_path
+from vllm_course.grading.session import LAB_IDS, Pin, run, scenario, scenario_args, setup
 from vllm_course.grading.spec import SCENARIOS, Scenario, Target
 
 __all__ = [

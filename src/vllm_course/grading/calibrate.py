@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_course.grading.results import LabError
 from vllm_course.grading.session import run, scenario, setup
 from vllm_course.grading.spec import Target
 
@@ -104,8 +105,6 @@ async def calibrate(lab: str, flags: Mapping[str, Any], runs: int = 3,
         LabError: an unknown lab, one without targets, or flags the lab refuses.
         ServerError: a server failed (its log tail included).
     """
-    from vllm_course.grading.session import LabError
-
     pin = setup(lab)
     sc = scenario(lab, pin.profile)
     if not sc.targets:

@@ -16,14 +16,8 @@ from typing import Any
 
 from vllm_course import metrics
 from vllm_course.config import SLO
-from vllm_course.grading.session import (
-    RESULTS_DIR,
-    LabError,
-    Measure,
-    load_results,
-    quiet_stderr,
-    records_of,
-)
+from vllm_course.grading.results import RESULTS_DIR, LabError, load_results, records_of
+from vllm_course.grading.session import Measure, quiet_stderr
 from vllm_course.records import RequestRecord
 
 LAB01_FUNCTIONS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")

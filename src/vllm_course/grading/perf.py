@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_course.grading.session import RESULTS_DIR, load_results, quiet_stderr, scenario
+from vllm_course.grading.results import RESULTS_DIR, load_results
+from vllm_course.grading.session import quiet_stderr, scenario
 
 
 def _value(data: dict, metric: str) -> float | None:

@@ -1,24 +1,14 @@
-"""What every lab shares: the set-up cell's pin, the run cell, and the proof that a results file
-is this kernel's own.
+"""What every lab shares: the set-up cell's pin, the flags a lab accepts, and the run cell.
 
-What a results file proves (``labs/README.md`` states the whole threat model):
-
-* :func:`run` deletes any old ``results/<lab>.json`` first, rejects flags that would change the
-  scenario, the model or the workload, starts a server of its own (never a reused one, never
-  cached results), runs the scenario's workload, checks that every request got the prompt and
-  output lengths it asked for, and writes the file with a **nonce** drawn in this kernel and the
-  server's own **counter deltas** (Δ ``vllm:*_total`` over the run, read from ``/metrics``);
-* :func:`load_results` accepts the file only if its nonce and its SHA-256 are the ones
-  :func:`run` kept in this kernel's memory, and the server's generated-token count agrees with
-  what the client received. A file written by hand, copied from someone else or left from an
-  earlier run scores nothing.
+:func:`run` deletes any old ``results/<lab>.json`` first, rejects flags that would change the
+scenario, the model or the workload, starts a server of its own (never a reused one, never
+cached results), runs the scenario's workload and writes the results file through
+:mod:`vllm_course.grading.results`, which holds the proof that the file is this kernel's own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import re
 import secrets
 import sys
@@ -30,11 +20,11 @@ from typing import Any
 
 from vllm_course import env
 from vllm_course.config import RunConfig, Scalar, ServerConfig
-from vllm_course.errors import InputError
+from vllm_course.grading import results
+from vllm_course.grading.results import RESULTS_DIR, LabError
 from vllm_course.grading.spec import SCENARIOS, Scenario
 
 LAB_IDS = tuple(SCENARIOS)
-RESULTS_DIR = Path("results")
 
 # Flags that would change what is measured rather than how the server serves it: the model or
 # its shape, the tokenizer, the requests' lengths, the KV cache size behind the scenario's back,
@@ -51,10 +41,6 @@ FORBIDDEN_FLAGS = frozenset({
 _FLAG_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 
 
-class LabError(InputError):
-    """A lab's configuration or results file is not acceptable; the message says what to do."""
-
-
 @dataclass(frozen=True)
 class Pin:
     """What :func:`setup` fixed before the learner's cells ran.
@@ -69,9 +55,6 @@ class Pin:
 
 
 _PINS: dict[str, Pin] = {}
-_ISSUED: dict[str, tuple[str, str]] = {}      # lab -> (nonce, sha256 of the file written)
-
-
 def scenario(lab: str, profile: str | None = None) -> Scenario:
     """``lab``'s scenario; on ``profile``, with that profile's rate and SLO
     (:meth:`Scenario.on`).
@@ -191,12 +174,6 @@ def check_flags(lab: str, server_flags: Mapping[str, Any]) -> dict[str, Scalar]:
     return flags
 
 
-def results_path(lab: str, results_dir: Path | str = RESULTS_DIR) -> Path:
-    """``results/<lab>.json``, relative to the notebook's folder unless ``results_dir`` is
-    absolute."""
-    return Path(results_dir) / f"{lab}.json"
-
-
 Measure = Callable[[list[dict], dict], dict]
 """A lab's hook into :func:`run`: called with the measured request records (dicts as in
 ``requests.jsonl``) and ``{"duration_s", "slo"}``; returns ``{"answers": ..., "reference": ...}``
@@ -222,9 +199,7 @@ async def run(lab: str, server_flags: Mapping[str, Any] | None = None, *,
         UnknownFlagError: a vLLM flag this vLLM does not have (nothing started).
         ServerError: the server failed to start or died (its log tail included).
     """
-    path = results_path(lab, results_dir)
-    path.unlink(missing_ok=True)
-    _ISSUED.pop(lab, None)
+    path = results.discard(lab, results_dir)
     pin = _pinned(lab)
     sc = scenario(lab, pin.profile)
     flags = check_flags(lab, server_flags or {})
@@ -232,7 +207,7 @@ async def run(lab: str, server_flags: Mapping[str, Any] | None = None, *,
     started = time.time()
     measured = await _run_once(lab, env.load_profile(pin.profile), flags, Path(results_dir))
     if measure is not None:
-        measured.update(measure(records_of(Path(measured["run_dir"])), {
+        measured.update(measure(results.records_of(Path(measured["run_dir"])), {
             "duration_s": measured["metrics"]["duration_s"],
             "slo": sc.slo.model_dump() if sc.slo else None}))
     result: dict[str, Any] = {
@@ -246,7 +221,7 @@ async def run(lab: str, server_flags: Mapping[str, Any] | None = None, *,
         "slo": sc.slo.model_dump() if sc.slo else None,
         **measured,
     }
-    issue(lab, result, results_dir)
+    results.issue(lab, result, results_dir)
     m = measured["metrics"]
     print(f"{lab}: results written to {path} ({m['completed']} of {m['requests']} requests "
           f"completed in {m['duration_s']:.1f} s)")
@@ -293,8 +268,8 @@ async def _run_once(lab: str, profile: env.Profile, flags: dict[str, Scalar],
 
 def _measured(result: Any, profile: env.Profile) -> dict:
     """One run's part of a results file (its records checked for the workload's lengths)."""
-    records = records_of(Path(result.path))
-    _check_lengths(records)
+    records = results.records_of(Path(result.path))
+    results.check_lengths(records)
     s, m = result.summary, result.server_metrics
     return {
         "run_dir": result.path,
@@ -307,7 +282,7 @@ def _measured(result: Any, profile: env.Profile) -> dict:
         "server_counters": {} if m is None else {
             "generation_tokens": m.generation_tokens, "prompt_tokens": m.prompt_tokens,
             "preemptions": m.preemptions, "samples": m.samples},
-        "client_totals": _client_totals(records),
+        "client_totals": results.client_totals(records),
     }
 
 
@@ -324,115 +299,6 @@ def _slo_metrics(s: Any) -> dict[str, float | None]:
         if limit:
             out[f"p99_{name}_ms_vs_slo"] = None if dist.p99 is None else dist.p99 / limit
     return out
-
-
-def _succeeded(r: dict) -> bool:
-    """A record dict's request succeeded: no error and at least one token-carrying chunk (as
-    :attr:`vllm_course.records.RequestRecord.success`)."""
-    return r["error"] is None and bool(r["chunk_s"])
-
-
-def _check_lengths(records: list[dict]) -> None:
-    """Every completed request must have the output length it asked for (requests are sent with
-    ``ignore_eos``) and its workload's prompt length: a flag that shortens outputs or reshapes
-    prompts changes the workload, not the serving."""
-    for r in filter(_succeeded, records):
-        if r["output_tokens"] != r["max_tokens"]:
-            raise LabError(f"request {r['index']} got {r['output_tokens']} output tokens for "
-                           f"max_tokens={r['max_tokens']}: a server flag changed the workload")
-        if r["prompt_len"] is not None and r["prompt_tokens"] not in (None, r["prompt_len"]):
-            raise LabError(f"request {r['index']}'s prompt was {r['prompt_tokens']} tokens, the "
-                           f"workload's {r['prompt_len']}: a server flag changed the workload")
-
-
-def records_of(run_dir: Path) -> list[dict]:
-    """The measured request records of a saved run (``requests.jsonl``, warm-ups left out)."""
-    lines = (run_dir / "requests.jsonl").read_text().splitlines()
-    return [r for r in (json.loads(line) for line in lines if line.strip())
-            if not r.get("warmup")]
-
-
-def _client_totals(records: list[dict]) -> dict[str, int]:
-    ok = [r for r in records if _succeeded(r)]
-    failed = [r for r in records if not _succeeded(r)]
-    return {
-        "requests": len(records),
-        "completed": len(ok),
-        "output_tokens": sum(r["output_tokens"] for r in ok)
-        + sum(sum(r["chunk_tokens"]) for r in failed),
-        "failed_max_tokens": sum(r["max_tokens"] for r in failed),
-        "prompt_tokens": sum(r["prompt_tokens"] or 0 for r in ok),
-    }
-
-
-def _jsonable(value: Any) -> Any:
-    """NumPy scalars and arrays as plain numbers and lists (a learner's function may return
-    them); everything else unchanged."""
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
-        return _jsonable(value.tolist())
-    return value
-
-
-def issue(lab: str, result: dict, results_dir: Path | str = RESULTS_DIR) -> Path:
-    """Write ``result`` (it carries its ``nonce``) as ``results/<lab>.json`` and keep its nonce
-    and SHA-256 in this kernel's memory, the only place :func:`load_results` trusts. Only
-    :func:`run` calls it in a lab; tests call it to stand in for a run.
-
-    Returns:
-        The file's path.
-    """
-    text = json.dumps(_jsonable(result), indent=1, sort_keys=True) + "\n"
-    path = results_path(lab, results_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    _ISSUED[lab] = (result["nonce"], hashlib.sha256(text.encode()).hexdigest())
-    return path
-
-
-def load_results(lab: str, results_dir: Path | str = RESULTS_DIR) -> dict:
-    """Read ``results/<lab>.json`` and prove :func:`run` wrote it in this kernel.
-
-    Raises:
-        LabError: no file; a file this kernel's run cell did not write (nonce or SHA-256 differ:
-            written by hand, copied, edited, or left from an earlier run); or a server
-            generated-token count that disagrees with what the client received.
-    """
-    path = results_path(lab, results_dir)
-    if not path.is_file():
-        raise LabError(f"{path} does not exist: run the lab's run cell (it writes the file)")
-    text = path.read_text()
-    issued = _ISSUED.get(lab)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        data = {}
-    if issued is None or not isinstance(data, dict) or data.get("nonce") != issued[0]:
-        raise LabError(f"{path} was not written by this notebook's run cell in this session "
-                       "(its nonce is not the one issued): re-run the run cell")
-    if hashlib.sha256(text.encode()).hexdigest() != issued[1]:
-        raise LabError(f"{path} was changed after the run cell wrote it: re-run the run cell")
-    _check_counters(data, path)
-    if isinstance(data.get("baseline"), dict):
-        _check_counters(data["baseline"], path)
-    return data
-
-
-def _check_counters(data: dict, path: Path) -> None:
-    """The server's Δ ``vllm:generation_tokens_total`` must equal the tokens the client
-    received; with failed requests, the server may have generated up to their ``max_tokens``
-    more (tokens of a request the client gave up on are counted but never arrive)."""
-    server, client = data.get("server_counters") or {}, data.get("client_totals") or {}
-    gen = server.get("generation_tokens")
-    if gen is None:
-        raise LabError(f"{path}: the server's counters were not read (no /metrics samples)")
-    got, slack = client.get("output_tokens", -1), client.get("failed_max_tokens", 0)
-    if not got <= round(gen) <= got + slack:
-        raise LabError(f"{path}: the server counted {gen:.0f} generated tokens, the client "
-                       f"received {got}; the run is not trustworthy")
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from vllm_course import grading
-from vllm_course.grading import lab01, session
+from vllm_course.grading import lab01, results, session
 from vllm_course.records import RequestRecord
 
 SLO = {"ttft_ms": 100.0, "tpot_ms": 20.0, "e2el_ms": None}
@@ -81,8 +81,8 @@ def issued(tmp_path, measure_part: dict, generated: float = 11.0) -> dict:
     server: 11 tokens reached the client from the 5 records (4 more may count for the failed one)."""
     result = {"lab": "lab01", "nonce": secrets.token_hex(16), "profile": "cpu-tiny",
               "server_counters": {"generation_tokens": generated},
-              "client_totals": session._client_totals(RECORDS), **measure_part}
-    session.issue("lab01", result, tmp_path)
+              "client_totals": results.client_totals(RECORDS), **measure_part}
+    results.issue("lab01", result, tmp_path)
     return result
 
 
@@ -148,10 +148,10 @@ def test_functions_that_call_the_library_or_are_all_unwritten_are_refused_before
 
 def test_a_results_file_scores_only_as_the_run_cell_wrote_it_in_this_kernel(tmp_path):
     measure_part = lab01.answers_of(**SOLUTION)(RECORDS, {"duration_s": 2.0, "slo": SLO})
-    path = session.results_path("lab01", tmp_path)
+    path = results.results_path("lab01", tmp_path)
 
     # no file
-    session._ISSUED.pop("lab01", None)
+    results._ISSUED.pop("lab01", None)
     with pytest.raises(grading.LabError, match="does not exist"):
         lab01.score_answers("lab01", "ttft_ms", 2, tmp_path)
     # a file written by hand (or copied, or left from an earlier kernel): its nonce was never
@@ -177,7 +177,7 @@ def test_the_run_cell_refuses_to_run_before_the_set_up_cell_and_checks_flags_fir
     import asyncio
 
     session._PINS.pop("lab01", None)
-    stale = session.results_path("lab01", tmp_path)
+    stale = results.results_path("lab01", tmp_path)
     stale.write_text("{}")
     with pytest.raises(grading.LabError, match=r"set-up cell first"):
         asyncio.run(grading.run("lab01", results_dir=tmp_path))

@@ -8,7 +8,7 @@ import secrets
 import pytest
 
 from vllm_course import env, grading
-from vllm_course.grading import session
+from vllm_course.grading import results, session
 from vllm_course.grading.spec import Target
 from vllm_course.models import CARDS
 
@@ -23,7 +23,7 @@ def issued(tmp_path, metrics: dict, generated: float = 3072.0) -> None:
               "metrics": metrics, "server_counters": counters, "client_totals": TOTALS,
               "baseline": {"metrics": {"output_tok_s": 100.0, "preemptions": 14.0},
                            "server_counters": counters, "client_totals": TOTALS}}
-    session.issue("lab02", result, tmp_path)
+    results.issue("lab02", result, tmp_path)
 
 
 def test_a_target_earns_all_some_or_none_of_its_points():
@@ -62,7 +62,7 @@ def test_a_missing_measurement_or_an_untrusted_file_scores_nothing(tmp_path):
     assert grading.score_target("lab02", "no_preemption", tmp_path) == 0.0
     # the defaults' run must be trustworthy too: its server counted tokens nobody received
     issued(tmp_path, {"preemptions": 0.0, "output_tok_s_vs_baseline": 1.0})
-    path = session.results_path("lab02", tmp_path)
+    path = results.results_path("lab02", tmp_path)
     path.write_text(path.read_text().replace('"output_tok_s": 100.0', '"output_tok_s": 10.0'))
     with pytest.raises(grading.LabError, match="changed after the run cell"):
         grading.score_target("lab02", "throughput", tmp_path)
