@@ -33,6 +33,7 @@ import datetime as dt
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -252,6 +253,7 @@ class ToolRun:
     send_span_s: float | None = None             # first to last actual send, s
     foreign: list[str] = field(default_factory=list)   # other vLLM servers seen at the start
     bursts: dict = field(default_factory=dict)         # see burst_stats()
+    workers: int = 1                                   # client processes (ours)
 
 
 def burst_stats(itls_ms: list[list[float]], tpots_ms: list[float]) -> dict:
@@ -314,10 +316,11 @@ def run_vllm(a: argparse.Namespace, server: VLLMServer, dataset: Path, run_dir: 
     span = (max(starts) - min(starts)) if starts else None
     run = ToolRun("vllm", keys, window, span)
     if "itls" in keys:
+        latencies = detailed_latencies(keys)
         ok = [i for i, e in enumerate(keys["errors"]) if not e and keys["ttfts"][i]]
         run.bursts = burst_stats(
             [[x * 1000 for x in keys["itls"][i]] for i in ok],
-            [(keys["latencies"][i] - keys["ttfts"][i]) * 1000 / (keys["output_lens"][i] - 1)
+            [(latencies[i] - keys["ttfts"][i]) * 1000 / (keys["output_lens"][i] - 1)
              for i in ok if keys["output_lens"][i] > 1])
     return run
 
@@ -349,7 +352,7 @@ def ours_schedule(a: argparse.Namespace) -> list[float]:
 
 async def _ours(a: argparse.Namespace, base_url: str, requests: list[Request]):
     load = LoadSpec(endpoint="completions", rate_rps=a.rate, burstiness=a.burstiness, seed=a.seed,
-                    num_warmups=a.warmups)
+                    num_warmups=a.warmups, workers=a.workers)
     warmups = [requests[0]] * a.warmups   # what vLLM's --num-warmups sends
     offsets = vllm_schedule(len(requests), a.rate, a.burstiness, a.seed) \
         if a.arrivals == "vllm" else None
@@ -357,11 +360,22 @@ async def _ours(a: argparse.Namespace, base_url: str, requests: list[Request]):
     return warm, await run_load(base_url, a.model, requests, load, offsets_s=offsets)
 
 
+def _children_cpu_s() -> float:
+    """CPU seconds of this process's reaped children (user + system)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
 def run_ours(a: argparse.Namespace, server: VLLMServer, requests: list[Request], run_dir: Path,
              rep: int, cpu: CpuSampler) -> ToolRun:
-    t0, c0 = time.time(), time.process_time()
+    # this process, and the client's worker processes while they read streams; what the
+    # workers spent starting (fresh interpreters) is reported apart: it does not grow with the
+    # tokens. Worker CPU reaches RUSAGE_CHILDREN when they are reaped, at the run's end; the
+    # server is not our child here.
+    t0, c0, k0 = time.time(), time.process_time(), _children_cpu_s()
     warm, result = asyncio.run(_ours(a, server.base_url, requests))
-    t1, c1 = time.time(), time.process_time()
+    t1, c1, k1 = time.time(), time.process_time(), _children_cpu_s()
+    reading = sum(w.cpu_s or 0.0 for w in result.workers)
     summary = metrics.summarize(result.records, duration_s=result.duration_s)
     keys = summary.to_vllm_keys()
     with (run_dir / f"ours-requests-{rep}.jsonl").open("w") as fh:
@@ -370,10 +384,12 @@ def run_ours(a: argparse.Namespace, server: VLLMServer, requests: list[Request],
     (run_dir / f"ours-{rep}.json").write_text(json.dumps(
         {"vllm_keys": keys, "summary": summary.model_dump(mode="json"),
          "rate_rps": _rate_str(a.rate), "seed": a.seed, "warmups": a.warmups}, indent=2))
-    window = {"start": t0, "end": t1, "client_cpu_s": c1 - c0}
+    window = {"start": t0, "end": t1, "client_cpu_s": c1 - c0 + reading,
+              "client_start_cpu_s": max(0.0, k1 - k0 - reading)}
     window.update(cpu.window(t0, t1))
     sends = [r.sent_s for r in result.records if r.sent_s is not None]
     run = ToolRun("ours", keys, window, (max(sends) - min(sends)) if sends else None)
+    run.workers = max(1, len(result.workers))
     done = [r for r in result.records if r.success]
     run.bursts = burst_stats([[x * 1000 for x in metrics.itl_s(r)] for r in done],
                              [t * 1000 for r in done if (t := metrics.tpot_s(r)) is not None])
@@ -421,9 +437,24 @@ def build_table(pairs: list[tuple[ToolRun, ToolRun]]) -> tuple[list[str], dict[s
     return lines, mean_ratios
 
 
+def detailed_latencies(keys: dict) -> list[float]:
+    """Each request's E2EL (s) from a ``--save-detailed`` result: its ``latencies`` where vLLM
+    wrote them (0.32 does), else TTFT + the sum of its ITLs (0.26 writes no ``latencies``).
+    vLLM's request functions (vllm/benchmarks/lib/endpoint_request_func.py) end a request's
+    latency at its last chunk that carried a choice, where its ITL gaps end too, so the two
+    agree to within a microsecond (0.15 us on average in a recorded 0.26.0 result, whose TTFT
+    comes from a clock read a little after the chunk's). A failed request gets 0.0."""
+    if "latencies" in keys:
+        return list(keys["latencies"])
+    pairs = zip(keys["ttfts"], keys["itls"], strict=True)
+    return [(ttft or 0.0) + sum(itl or ()) for ttft, itl in pairs]
+
+
 def vllm_records(keys: dict) -> list[RequestRecord]:
-    """vLLM's own per-request timings (``--save-detailed``) as our RequestRecords."""
+    """vLLM's own per-request timings (``--save-detailed``, vLLM 0.26 or later) as our
+    RequestRecords."""
     t0 = min(keys["start_times"])
+    latencies = detailed_latencies(keys)
     out = []
     for i, start in enumerate(keys["start_times"]):
         r = RequestRecord(index=i, sent_s=start - t0, scheduled_s=start - t0)
@@ -433,7 +464,7 @@ def vllm_records(keys: dict) -> list[RequestRecord]:
             gaps = np.cumsum([keys["ttfts"][i], *keys["itls"][i]])
             r.chunk_s = [float(r.sent_s + g) for g in gaps]
             r.chunk_tokens = [1] * len(r.chunk_s)
-            r.last_choice_s = r.end_s = float(r.sent_s + keys["latencies"][i])
+            r.last_choice_s = r.end_s = float(r.sent_s + latencies[i])
             r.output_tokens = int(keys["output_lens"][i])
             r.prompt_tokens = int(keys["input_lens"][i])
         out.append(r)
@@ -444,7 +475,7 @@ def definition_check(pairs: list[tuple[ToolRun, ToolRun]]) -> str:
     """Our summarize() over vLLM's own raw timings, against vLLM's own numbers."""
     worst, worst_key = 0.0, ""
     for v, _ in pairs:
-        if not {"start_times", "latencies", "ttfts", "itls"} <= set(v.keys):
+        if not {"start_times", "ttfts", "itls"} <= set(v.keys):
             return "Definition check: skipped (vLLM result has no per-request detail)"
         ours = metrics.summarize(vllm_records(v.keys), duration_s=v.keys["duration"])
         ours_keys = ours.to_vllm_keys()
@@ -478,12 +509,25 @@ def diagnostics(a: argparse.Namespace, pairs: list[tuple[ToolRun, ToolRun]],
                 f"machine busy {w['machine_busy']:4.0%}, first-to-last send "
                 f"{_fmt(run.send_span_s)} s, mean requests in flight (sum E2EL / duration) "
                 f"{in_flight(run.keys):.2f}")
+            tokens = run.keys.get("total_output_tokens") or 0
+            if tokens:
+                procs = (f" over {run.workers} processes (their start-up, not counted: "
+                         f"{w.get('client_start_cpu_s', 0.0):.1f} s of CPU)"
+                         if run.workers > 1 else "")
+                lines.append(f"  {'':8s} {run.tool:4s}: client CPU per output token "
+                             f"{w['client_cpu_s'] / tokens * 1e6:6.1f} us{procs}")
             if run.bursts:
                 lines.append(
                     f"  {'':8s} {run.tool:4s}: bunched chunks: "
-                    f"{run.bursts['itl_under_0_5ms_share']:.0%} of ITL samples < 0.5 ms, "
+                    f"{run.bursts['itl_under_0_5ms_share']:.1%} of ITL samples < 0.5 ms, "
                     f"{run.bursts['requests_tpot_under_1ms']} requests with TPOT < 1 ms "
                     "(all tokens in one burst)")
+        v, o = pair
+        v_tok, o_tok = v.keys.get("total_output_tokens"), o.keys.get("total_output_tokens")
+        if v_tok and o_tok and v.window["client_cpu_s"]:
+            ratio = (o.window["client_cpu_s"] / o_tok) / (v.window["client_cpu_s"] / v_tok)
+            lines.append(f"  repeat {rep}: client CPU per output token, ours / vllm bench "
+                         f"serve's: {ratio:.2f}")
     foreign = sorted({f for pair in pairs for run in pair for f in run.foreign})
     for f in foreign:
         lines.append(f"  WARNING: another vLLM server (not started here) was running: {f}")
@@ -540,6 +584,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="warmup requests before each tool's run (copies of the first prompt)")
     p.add_argument("--seed", type=int, default=0, help="workload and arrival seed")
     p.add_argument("--model", default="tiny-mistral", help="a model card or model id")
+    p.add_argument("--workers", type=int, default=None,
+                   help="our client's worker processes (load.workers; default: chosen from the "
+                        "cores and the load)")
     p.add_argument("--same-body", action=argparse.BooleanOptionalAction, default=True,
                    help="also ask continuous_usage_stats in vLLM's requests (as ours do), so the "
                         "server does the same work for both tools; --no-same-body sends each "

@@ -177,6 +177,10 @@ class LoadSpec(_Frozen):
             warmups), so a reused server starts every run in the same state: no prompt hits
             blocks an earlier run left (``POST /reset_prefix_cache``, as ``vllm bench sweep``
             does between runs). Hits within the run still happen and are counted.
+        workers: client processes the run is spread over (``vllm_course.loadgen.workers``):
+            one Python process times a few tens of thousands of streamed tokens per second at
+            most. ``None`` (default): one on machines with fewer than 8 cores, else one per
+            384 streams that can be in flight at once, up to half the cores and 8.
     """
 
     endpoint: Endpoint = "completions"
@@ -188,6 +192,7 @@ class LoadSpec(_Frozen):
     timeout_s: float = Field(600.0, gt=0)
     arrivals: Literal["process", "trace"] | None = None
     reset_prefix_cache: bool = True
+    workers: int | None = Field(None, ge=1)
 
     @field_validator("rate_rps", "burstiness", mode="before")
     @classmethod

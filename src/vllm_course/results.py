@@ -214,9 +214,12 @@ def _server_rows(m: ServerMetrics | None, c: ClientChecks | None) -> list[tuple[
             out.append(("server TTFT", f"mean {_num(ttft.mean, '.1f')} ms, P99 ~"
                                        f"{_num(ttft.p99, '.0f')} ms (histogram buckets)"))
     if c is not None:
+        procs = f" (busiest of {c.workers} processes)" if c.workers > 1 else ""
         out.append(("client", f"loop lag P90 {_num(c.loop_lag_ms.p90, '.1f')} ms, send lag "
                               f"P50 {_num(c.send_lag_ms.p50, '.1f')} ms, CPU "
-                              f"{_num(c.cpu_cores, '.2f')} cores"))
+                              f"{_num(c.cpu_cores, '.2f')} cores{procs}, "
+                              f"{_num(c.cpu_us_per_token, '.1f')} µs/token, bunched "
+                              f"{_num(c.bunched_share, '.1%')}"))
         out += [("note", note) for note in c.notes]
     return out
 

@@ -49,13 +49,19 @@ def _check_accounting(result):
     accounting = [w for w in result.checks.warnings
                   if w.startswith("client received") or "usage.prompt_tokens" in w]
     assert accounting == [], result.checks.warnings
-    # TTFT < E2EL for every request (all outputs have > 1 token), unless all of its tokens came
-    # in one chunk: vLLM merges the outputs a late reader has not taken yet into one delta
+    # 0 < TTFT <= E2EL and chunk times never go back. Not TTFT < E2EL, although every output
+    # has > 1 token: vLLM merges the outputs a late reader has not taken yet into one delta,
+    # and the client stamps a read when it arrives, so chunks that came in one read share its
+    # time. The project's CI saw it on a starved 2-core machine: 24 tokens in several chunks,
+    # all in one read 1.67 s after the request, TTFT == E2EL. Equal times must then show up
+    # as bunched gaps in the client's self-check.
     for r in records:
-        if len(r.chunk_s) > 1:
-            assert 0 < metrics.ttft_s(r) < metrics.e2el_s(r)
-        else:
-            assert 0 < metrics.ttft_s(r) <= metrics.e2el_s(r)
+        assert 0 < metrics.ttft_s(r) <= metrics.e2el_s(r)
+        assert all(a <= b for a, b in zip(r.chunk_s, r.chunk_s[1:], strict=False)), r.chunk_s
+    gaps = [b - a for r in records if not r.warmup
+            for a, b in zip(r.chunk_s, r.chunk_s[1:], strict=False)]
+    zero = sum(g == 0 for g in gaps)
+    assert result.client.bunched_share == (zero / len(gaps) if gaps else None)
     return records
 
 

@@ -1,19 +1,16 @@
 """A scriptable fake of vLLM's OpenAI-style streaming endpoints, for unit tests only.
 
-Two ways to serve the same scripts:
-
-* :meth:`FakeSSE.transport` gives an ``httpx.MockTransport`` (no sockets, deterministic); pass it
-  as ``httpx.AsyncClient(transport=fake.transport(), base_url="http://test")``.
-* :meth:`FakeSSE.serve` runs a minimal HTTP/1.1 server on 127.0.0.1 (``asyncio.start_server``,
-  ``Transfer-Encoding: chunked``, ``Connection: close``) for code that builds its own client.
+:meth:`FakeSSE.serve` runs a minimal HTTP/1.1 server on 127.0.0.1 (``asyncio.start_server``,
+``Transfer-Encoding: chunked``, persistent connections): the course's client talks to it over
+real sockets, as to vLLM. Each event is written and drained on its own, so events the client
+reads together waited in the socket for it.
 
 A :class:`Script` is a status code plus a list of events, sent in order:
 
 * a ``dict``: one SSE event ``data: <json>\\n\\n``;
 * a ``str`` or ``bytes``: written as is (``DONE``, malformed lines, comments);
 * :class:`Delay`: sleep before the next event;
-* :class:`Drop`: the connection dies here (MockTransport: the body iterator raises the given
-  httpx exception; socket server: the TCP connection is aborted mid-body).
+* :class:`Drop`: the connection dies here (the TCP connection is aborted mid-body).
 
 The chunk builders reproduce the shapes vLLM sends with
 ``stream_options={"include_usage": true, "continuous_usage_stats": true}``.
@@ -28,8 +25,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
-import httpx
-
 DONE = "data: [DONE]\n\n"
 
 
@@ -42,9 +37,7 @@ class Delay:
 
 @dataclass(frozen=True)
 class Drop:
-    """Kill the connection here; ``exc`` builds the exception the MockTransport raises."""
-
-    exc: Callable[[], Exception] = lambda: httpx.ReadError("connection reset by peer")
+    """Abort the TCP connection here, mid-body."""
 
 
 @dataclass
@@ -220,7 +213,7 @@ class Call:
     body: dict
     start: float  # time.perf_counter() when it arrived
     end: float | None = None  # when its response body finished or was closed
-    read_to_end: bool = False  # the client read the body through (MockTransport only)
+    connection: int = 0  # which TCP connection it came on (0, 1, ... in accept order)
 
 
 ScriptFn = Callable[[int, str, dict], Script]
@@ -238,11 +231,12 @@ class FakeSSE:
         self.calls: list[Call] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.connections = 0  # TCP connections accepted
 
     # -- bookkeeping --------------------------------------------------------------------
-    def _begin(self, path: str, body: dict) -> tuple[Call, Script]:
+    def _begin(self, path: str, body: dict, connection: int) -> tuple[Call, Script]:
         index = len(self.calls)
-        call = Call(path=path, body=body, start=time.perf_counter())
+        call = Call(path=path, body=body, start=time.perf_counter(), connection=connection)
         self.calls.append(call)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -254,20 +248,6 @@ class FakeSSE:
             call.end = time.perf_counter()
             self.in_flight -= 1
 
-    # -- httpx.MockTransport --------------------------------------------------------------
-    def transport(self) -> httpx.MockTransport:
-        """A MockTransport serving the scripts (no sockets)."""
-        return httpx.MockTransport(self._handle)
-
-    async def _handle(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content) if request.content else {}
-        call, script = self._begin(request.url.path, body)
-        return httpx.Response(
-            script.status,
-            headers={"content-type": script.content_type},
-            stream=_ScriptStream(self, call, script.events),
-        )
-
     # -- real socket server ---------------------------------------------------------------
     @contextlib.asynccontextmanager
     async def serve(self) -> AsyncIterator[str]:
@@ -276,15 +256,18 @@ class FakeSSE:
 
         async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             conns.add(asyncio.current_task())
+            connection = self.connections
+            self.connections += 1
             try:
-                await self._serve_one(reader, writer)
+                while await self._serve_one(reader, writer, connection):
+                    pass
             except (ConnectionError, asyncio.IncompleteReadError):
                 pass
             finally:
                 writer.close()
                 conns.discard(asyncio.current_task())
 
-        server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+        server = await asyncio.start_server(on_connect, "127.0.0.1", 0, backlog=1024)
         port = server.sockets[0].getsockname()[1]
         try:
             yield f"http://127.0.0.1:{port}"
@@ -295,8 +278,13 @@ class FakeSSE:
             await asyncio.gather(*conns, return_exceptions=True)
             await server.wait_closed()
 
-    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                         connection: int) -> bool:
+        """Answer one request; whether the connection stays open for the next one."""
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:
+            return False   # the client closed the connection between requests
         lines = head.decode("latin-1").split("\r\n")
         _method, path, _version = lines[0].split(" ", 2)
         headers = {
@@ -304,22 +292,21 @@ class FakeSSE:
             for k, v in (ln.split(":", 1) for ln in lines[1:] if ":" in ln)
         }
         raw = await reader.readexactly(int(headers.get("content-length", "0")))
-        call, script = self._begin(path, json.loads(raw) if raw else {})
+        call, script = self._begin(path, json.loads(raw) if raw else {}, connection)
         try:
             reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(script.status, "Error")
             if script.status != 200:
                 payload = b"".join(encode(e) for e in script.events)
                 writer.write(
                     f"HTTP/1.1 {script.status} {reason}\r\nContent-Type: "
-                    f"{script.content_type}\r\nContent-Length: {len(payload)}\r\n"
-                    f"Connection: close\r\n\r\n".encode()
+                    f"{script.content_type}\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
                     + payload
                 )
                 await writer.drain()
-                return
+                return True
             writer.write(
                 f"HTTP/1.1 200 OK\r\nContent-Type: {script.content_type}\r\n"
-                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode()
+                "Transfer-Encoding: chunked\r\n\r\n".encode()
             )
             for event in script.events:
                 if isinstance(event, Delay):
@@ -328,33 +315,12 @@ class FakeSSE:
                 if isinstance(event, Drop):
                     await writer.drain()
                     writer.transport.abort()
-                    return
+                    return False
                 data = encode(event)
                 writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 await writer.drain()
             writer.write(b"0\r\n\r\n")
             await writer.drain()
+            return True
         finally:
             self._end(call)
-
-
-class _ScriptStream(httpx.AsyncByteStream):
-    def __init__(self, fake: FakeSSE, call: Call, events: list):
-        self._fake = fake
-        self._call = call
-        self._events = events
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for event in self._events:
-            if isinstance(event, Delay):
-                await asyncio.sleep(event.seconds)
-            elif isinstance(event, Drop):
-                self._fake._end(self._call)
-                raise event.exc()
-            else:
-                yield encode(event)
-        self._call.read_to_end = True
-        self._fake._end(self._call)
-
-    async def aclose(self) -> None:
-        self._fake._end(self._call)

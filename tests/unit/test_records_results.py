@@ -211,7 +211,8 @@ def test_report_with_server_metrics_and_warnings() -> None:
 def test_report_shows_the_client_checks_and_their_notes() -> None:
     stalled = client_checks([], [1.0] * 95 + [200.0] * 5, 0.25)   # P90 1 ms, P99 200 ms
     rows = _result(client=stalled).rows()
-    assert ("client", "loop lag P90 1.0 ms, send lag P50 n/a ms, CPU 0.25 cores") in rows
+    assert ("client", "loop lag P90 1.0 ms, send lag P50 n/a ms, CPU 0.25 cores, n/a µs/token, "
+                      "bunched n/a") in rows
     assert ("note", "sporadic stalls: event-loop lag P99 200 ms, max 200 ms (the OS paused this "
                     "process now and then; requests in flight then were timed late)") in rows
     healthy = _result(client=client_checks([], [1.0] * 10, 0.25)).rows()

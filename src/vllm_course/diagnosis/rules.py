@@ -12,9 +12,10 @@ KV cache (``vllm/v1/core/kv_cache_utils.py``).
 Rules, in the order they are checked (thresholds are the module constants):
 
 1. **client saturated** (client / I/O path): the client's self-checks crossed a threshold
-   (:mod:`vllm_course.loadgen.selfcheck`: client CPU > 0.9 cores, or event-loop lag P90 > 20 ms
-   or send lag P50 > 20 ms while the client used >= 0.5 cores). Checked first: a late client
-   distorts every other number.
+   (:mod:`vllm_course.loadgen.selfcheck`: client CPU > 0.9 cores, or event-loop lag P90 > 20 ms,
+   send lag P50 > 20 ms or more than 5 % of inter-token gaps bunched while the client used >=
+   0.5 cores; over worker processes, the busiest one). Checked first: a late client distorts
+   every other number. The first knob: more client processes (``load.workers``).
 2. **KV cache exhausted** (memory): preemptions > 0 (a counter). The V1 scheduler preempts only
    when a running request cannot get a new KV block (``v1/core/sched/scheduler.py``), so one
    preemption proves the cache was full at that moment; the sampled KV usage peak (it should
@@ -72,6 +73,7 @@ from vllm_course.diagnosis.thresholds import (
     STALLS_MIN_SHARE,
 )
 from vllm_course.loadgen import selfcheck
+from vllm_course.loadgen.workers import STREAMS_PER_WORKER
 from vllm_course.results import RunResult
 
 # ---- rules: each returns a Finding or None ------------------------------------------------
@@ -83,7 +85,7 @@ def _client_saturated(run: _Run) -> Finding | None:
         return None
     # the current thresholds, also for a run saved under older ones
     reasons, _ = selfcheck.judge(c.loop_lag_ms, c.send_lag_ms, c.cpu_cores,
-                                 run.s.ttft_ms.mean if run.s else None)
+                                 run.s.ttft_ms.mean if run.s else None, c.bunched_share)
     if not reasons:
         return None
     evidence = list(reasons)
@@ -107,13 +109,16 @@ def _client_saturated(run: _Run) -> Finding | None:
         title="client saturated",
         layer="client",
         rule=(f"client CPU > {selfcheck.CLIENT_CPU_CORES} cores, or event-loop lag P90 > "
-              f"{selfcheck.LOOP_LAG_P90_MS:g} ms or send lag P50 > {selfcheck.SEND_LAG_P50_MS:g} ms"
-              f" with client CPU >= {selfcheck.CLIENT_BUSY_CORES} cores"),
+              f"{selfcheck.LOOP_LAG_P90_MS:g} ms, send lag P50 > {selfcheck.SEND_LAG_P50_MS:g} ms"
+              f" or bunched inter-token gaps > {selfcheck.BUNCHED_SHARE:.0%} with client CPU >= "
+              f"{selfcheck.CLIENT_BUSY_CORES} cores (the busiest client process)"),
         evidence=evidence,
         knobs=[
+            f"{selfcheck.WORKERS_HINT} (now {c.workers}; about one per "
+            f"{STREAMS_PER_WORKER} streams in flight, on cores the server does not use)",
             "remove per-chunk work from the measuring client (printing, detokenizing, plotting)",
             "run the load generator on its own cores or machine, away from the server",
-            "split the load over several client processes, or cross-check with vllm bench serve",
+            "cross-check with vllm bench serve on the same server and workload",
         ],
     )
 

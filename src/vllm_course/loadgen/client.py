@@ -6,6 +6,15 @@ exactly that many tokens) and for ``stream_options`` with ``include_usage`` and
 chunk are known exactly even when one chunk carries several (``--stream-interval N``, speculative
 decoding). If a server sends no per-chunk usage, each chunk with text counts as one token and the
 record says so (``token_count_source = "chunks"``).
+
+How a stream is read, so that the client never limits what it measures: while the response
+streams, the only work per read is one clock reading and two list appends. aiohttp (its HTTP
+parser is C) hands over the bytes that arrived; they are stamped with ``time.perf_counter()``
+and kept, and parsed only when the request has ended, so parsing one stream never delays reading
+another. An event's arrival time is the stamp of the read that completed its line. Several
+events in one read (a *bunched* read) mean they waited in the socket for the client: the client
+was busy elsewhere. With an ``on_chunk`` hook every read is parsed as it arrives instead (the hook
+must see the record grow), which costs the parse on the hot path.
 """
 
 from __future__ import annotations
@@ -15,7 +24,8 @@ import json
 import time
 from collections.abc import Callable
 
-import httpx
+import aiohttp
+import msgspec
 
 from vllm_course.config import Endpoint
 from vllm_course.records import RequestRecord
@@ -24,6 +34,70 @@ from vllm_course.workload import Request
 ChunkHook = Callable[[RequestRecord], None]
 
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+
+READ_BUFSIZE = 4 * 2**20
+"""Bytes aiohttp may buffer per response before it stops reading the socket (its default is
+64 KiB). A small buffer throttled ``vllm bench serve`` at long contexts, "purely a client-side
+measurement artifact" (https://github.com/vllm-project/vllm/issues/39963); sglang raised its own
+to 10 MiB. It is a limit, not an allocation."""
+
+KEEPALIVE_EXPIRY_S = 2.0
+"""Seconds an idle connection stays in the client's pool, shorter than the server's keep-alive
+(vLLM's API server closes an idle connection after ``VLLM_HTTP_TIMEOUT_KEEP_ALIVE`` = 5 s,
+vllm/envs.py), so that no request is sent on a pooled connection just as the server closes it
+(it would fail with a read error). aiohttp's own default is 15 s."""
+
+_JSON = {"Content-Type": "application/json"}
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _Delta(msgspec.Struct):
+    role: str | None = None
+    content: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+
+
+class _Choice(msgspec.Struct):
+    text: str | None = None
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _Event(msgspec.Struct):
+    """The fields of an OpenAI-style stream event the client reads (completions and chat,
+    as vllm/entrypoints/openai/protocol.py streams them); every other field is skipped
+    without building a Python object for it."""
+
+    choices: list[_Choice] | None = None
+    usage: _Usage | None = None
+    error: object = None
+
+
+_decode = msgspec.json.Decoder(_Event).decode
+"""An event's JSON to :class:`_Event` (msgspec, a vLLM dependency too). Parsing is most of the
+client's CPU per streamed token: this is ~3x faster than ``json.loads`` to dicts, and decoding
+into a typed struct skips the fields nobody reads (id, object, model, logprobs...)."""
+
+
+def open_session(timeout_s: float) -> aiohttp.ClientSession:
+    """The HTTP client one run (or one warm-up) sends all its requests over.
+
+    No connection cap (aiohttp's default caps a session at 100 connections, which would queue
+    streams silently; a run's ``max_concurrency`` is held by the load generator, where the wait
+    is recorded), idle connections kept :data:`KEEPALIVE_EXPIRY_S`, reads buffered up to
+    :data:`READ_BUFSIZE`, and no read of the body waiting longer than ``timeout_s`` seconds
+    (the whole request's deadline is the load generator's). Call it inside a running event loop.
+    """
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0,
+                                     keepalive_timeout=KEEPALIVE_EXPIRY_S)
+    timeout = aiohttp.ClientTimeout(total=None, connect=30.0, sock_read=timeout_s)
+    return aiohttp.ClientSession(connector=connector, timeout=timeout,
+                                 read_bufsize=READ_BUFSIZE, auto_decompress=False)
 
 
 def request_body(request: Request, model: str, endpoint: Endpoint) -> dict:
@@ -51,68 +125,85 @@ def request_body(request: Request, model: str, endpoint: Endpoint) -> dict:
     return body
 
 
-def _chunk_text(choice: dict) -> str:
-    if "text" in choice:
-        return choice.get("text") or ""
-    delta = choice.get("delta") or {}
-    return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
-
-
-async def sse_lines(resp: httpx.Response):
-    """Lines of an SSE body, split on ``\\n`` only (a trailing ``\\r`` is dropped).
-
-    ``httpx``'s ``aiter_lines`` splits like ``str.splitlines``, also on U+2028, U+0085 and other
-    Unicode separators, which JSON may carry unescaped inside a string: generated text (random
-    weights produce any token) would then be cut mid-object.
-    """
-    buffer = b""
-    async for data in resp.aiter_bytes():
-        buffer += data
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            yield line.rstrip(b"\r").decode("utf-8", "replace")
-    if buffer:
-        yield buffer.rstrip(b"\r").decode("utf-8", "replace")
+def _chunk_text(choice: _Choice) -> str:
+    if choice.text is not None:
+        return choice.text
+    delta = choice.delta
+    if delta is None:
+        return ""
+    return delta.content or delta.reasoning_content or delta.reasoning or ""
 
 
 class _Stream:
-    """Folds SSE events into a RequestRecord."""
+    """Folds an SSE body into a RequestRecord, read by read.
+
+    Lines are split on ``\\n`` only (a trailing ``\\r`` is dropped): ``str.splitlines`` would
+    also split on U+2028, U+0085 and other separators, which JSON may carry unescaped inside a
+    string, and generated text (random weights produce any token) would be cut mid-object.
+    """
 
     def __init__(self, record: RequestRecord, t0: float):
         self.r = record
         self.t0 = t0
         self.seen_tokens = 0
-        self.final_usage: dict | None = None
+        self.final_usage: _Usage | None = None
         self.per_chunk_usage = True
         self.done = False
+        self.rest = b""
 
-    def event(self, data: str) -> None:
-        now = time.perf_counter() - self.t0
-        if data == "[DONE]":
+    def feed(self, data: bytes, stamp: float, on_chunk: ChunkHook | None = None) -> None:
+        """Fold one read's bytes, which arrived at ``stamp`` (``perf_counter``).
+
+        Raises:
+            ValueError: a malformed event (``msgspec.DecodeError`` is a ValueError).
+            RuntimeError: the server sent an error object in the stream.
+        """
+        *lines, self.rest = (self.rest + data).split(b"\n")
+        for line in lines:
+            self._line(line, stamp, on_chunk)
+
+    def close(self, stamp: float) -> None:
+        """Fold a last line the server ended without a newline (same errors as :meth:`feed`)."""
+        if self.rest:
+            line, self.rest = self.rest, b""
+            self._line(line, stamp, None)
+
+    def _line(self, line: bytes, stamp: float, on_chunk: ChunkHook | None) -> None:
+        if not line.startswith(b"data:") or self.done:
+            return
+        chunks = len(self.r.chunk_s)
+        self.event(line[5:].strip(), stamp - self.t0)
+        if on_chunk is not None and len(self.r.chunk_s) > chunks:
+            on_chunk(self.r)
+
+    def event(self, data: bytes, now: float) -> None:
+        """Fold one event's payload that arrived at ``now`` (s since the run's start)."""
+        if data == b"[DONE]":
             self.done = True
             return
-        obj = json.loads(data)
-        if not isinstance(obj, dict):
-            raise ValueError(f"malformed SSE event: expected a JSON object, got {data[:80]!r}")
-        if "error" in obj and not obj.get("choices"):
-            err = obj["error"]
+        try:
+            obj = _decode(data)
+        except msgspec.ValidationError as exc:     # JSON, but not an event's shape
+            text = data.decode("utf-8", "replace")
+            raise ValueError(f"malformed SSE event ({exc}): {text[:80]!r}") from None
+        if obj.error is not None and not obj.choices:
+            err = obj.error
             raise RuntimeError(
                 "server error in stream: "
                 f"{err.get('message', err) if isinstance(err, dict) else err}"
             )
-        usage = obj.get("usage")
-        choices = obj.get("choices") or []
-        if not choices:
-            if usage:
+        usage = obj.usage
+        if not obj.choices:
+            if usage is not None:
                 self.final_usage = usage
             return
         self.r.last_choice_s = now
-        choice = choices[0]
-        if choice.get("finish_reason"):
-            self.r.finish_reason = choice["finish_reason"]
-        if usage and "completion_tokens" in usage:
-            n = usage["completion_tokens"] - self.seen_tokens
-            self.seen_tokens = usage["completion_tokens"]
+        choice = obj.choices[0]
+        if choice.finish_reason:
+            self.r.finish_reason = choice.finish_reason
+        if usage is not None and usage.completion_tokens is not None:
+            n = usage.completion_tokens - self.seen_tokens
+            self.seen_tokens = usage.completion_tokens
             self.final_usage = usage
         else:
             self.per_chunk_usage = False
@@ -120,29 +211,49 @@ class _Stream:
         if n > 0:
             self.r.chunk_s.append(now)
             self.r.chunk_tokens.append(n)
-        elif not self.r.chunk_s and (choice.get("delta") or {}).get("role"):
+        elif not self.r.chunk_s and choice.delta is not None and choice.delta.role:
             self.r.role_chunk_s = now
+
+    def fold(self, stamps: list[float], reads: list[bytes]) -> Exception | None:
+        """Fold the reads kept during the stream, in order; the first malformed or error event
+        ends the folding and is returned (the events before it stay folded)."""
+        try:
+            for stamp, data in zip(stamps, reads, strict=True):
+                self.feed(data, stamp)
+            if stamps:
+                self.close(stamps[-1])
+        except (ValueError, RuntimeError) as exc:
+            return exc
+        return None
 
     def settle(self) -> None:
         """Fill the token counts from what arrived (also for a stream cut short)."""
         r = self.r
         r.token_count_source = "continuous_usage" if self.per_chunk_usage else "chunks"
-        if self.final_usage:
-            r.prompt_tokens = self.final_usage.get("prompt_tokens")
-            r.output_tokens = self.final_usage.get("completion_tokens", sum(r.chunk_tokens))
+        if self.final_usage is not None:
+            usage = self.final_usage
+            r.prompt_tokens = usage.prompt_tokens
+            r.output_tokens = (sum(r.chunk_tokens) if usage.completion_tokens is None
+                               else usage.completion_tokens)
         else:
             r.output_tokens = sum(r.chunk_tokens)
 
-    def finish(self) -> None:
-        """Raise if the stream ended without the request finishing."""
+    def unfinished(self) -> RuntimeError | None:
+        """The error of a stream that ended without the request finishing, else ``None``."""
         if not self.done and self.r.finish_reason is None:
-            raise RuntimeError(
+            return RuntimeError(
                 "stream ended before the request finished (no finish_reason, no [DONE])"
             )
+        return None
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 async def send(
-    client: httpx.AsyncClient,
+    session: aiohttp.ClientSession,
+    base_url: str,
     request: Request,
     record: RequestRecord,
     *,
@@ -154,48 +265,62 @@ async def send(
     """Send one streamed request and fill ``record`` in place (also returned).
 
     Never raises for a failed request: HTTP errors, dropped connections, malformed SSE and
-    timeouts end up in ``record.error`` with the chunks received so far kept.
+    read timeouts end up in ``record.error`` with the chunks received before them kept. A
+    cancelled request (the load generator's deadline, an interrupted run) keeps its chunks too,
+    with ``error = "cancelled"``, and the cancellation propagates.
 
     Args:
-        client: an ``httpx.AsyncClient`` whose ``base_url`` is the server (``http://host:port``).
+        session: the run's client (:func:`open_session`).
+        base_url: the server, ``http://host:port``.
         request: what to send.
         record: the record to fill (``index``, ``scheduled_s`` already set by the caller).
         model: the served model name.
         endpoint: ``completions`` or ``chat``.
         t0: the run's start on the ``time.perf_counter()`` clock; record times are relative to it.
         on_chunk: called with ``record`` after each chunk that carried generated tokens (e.g. a
-            live display). It runs on the event loop that times every request: slow work here
-            makes the client, not the server, the bottleneck (``diagnose`` reports that).
+            live display). It makes the client parse each read as it arrives, on the event loop
+            that times every request: slow work here makes the client, not the server, the
+            bottleneck (``diagnose`` reports that).
     """
     record.prompt_len = request.prompt_len
     record.max_tokens = request.output_len
     stream = _Stream(record, t0)
+    stamps: list[float] = []
+    reads: list[bytes] = []
+    failure: Exception | None = None
     try:
-        body = request_body(request, model, endpoint)
+        body = json.dumps(request_body(request, model, endpoint)).encode()
         record.sent_s = time.perf_counter() - t0
-        async with client.stream("POST", PATHS[endpoint], json=body) as resp:
-            if resp.status_code != 200:
-                text = (await resp.aread()).decode("utf-8", "replace")
-                record.error = f"HTTP {resp.status_code}: {text[:300]}"
+        url = base_url.rstrip("/") + PATHS[endpoint]
+        async with session.post(url, data=body, headers=_JSON) as resp:
+            if resp.status != 200:
+                text = (await resp.read()).decode("utf-8", "replace")
+                record.error = f"HTTP {resp.status}: {text[:300]}"
                 return record
             # Read the body to its end, also past [DONE] (only the chunked encoding's last,
-            # empty chunk follows): httpx returns a connection to its keep-alive pool only
-            # when the body was read through, and closes it otherwise, so leaving at [DONE]
-            # made every request open a new TCP connection (vllm bench serve's aiohttp client
+            # empty chunk follows): a connection goes back to the pool only when its body was
+            # read through, and is closed otherwise (vllm bench serve's aiohttp client also
             # reads to the end and keeps its connections).
-            async for line in sse_lines(resp):
-                if line.startswith("data:") and not stream.done:
-                    chunks = len(record.chunk_s)
-                    stream.event(line[5:].strip())
-                    if on_chunk is not None and len(record.chunk_s) > chunks:
-                        on_chunk(record)
-        stream.finish()
-    except (httpx.HTTPError, RuntimeError, ValueError) as exc:  # json errors are ValueErrors
-        record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            if on_chunk is None:
+                async for data in resp.content.iter_any():
+                    stamps.append(time.perf_counter())
+                    reads.append(data)
+            else:
+                async for data in resp.content.iter_any():
+                    stream.feed(data, time.perf_counter(), on_chunk)
+                stream.close(time.perf_counter())
+    except (aiohttp.ClientError, asyncio.TimeoutError, RuntimeError, ValueError) as exc:
+        failure = exc            # msgspec's DecodeError is a ValueError
     except asyncio.CancelledError:
         record.error = "cancelled"
         raise
     finally:
-        stream.settle()
         record.end_s = time.perf_counter() - t0
+        # what arrived is parsed now; a bad event came before any later transport failure
+        bad_event = stream.fold(stamps, reads)
+        if record.error is None:
+            problem = bad_event or failure or stream.unfinished()
+            if problem is not None:
+                record.error = _describe(problem)
+        stream.settle()
     return record

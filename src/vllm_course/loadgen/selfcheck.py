@@ -2,27 +2,33 @@
 
 A Python client on a busy machine can become the bottleneck: its event loop wakes up late, so
 requests leave after their scheduled time and chunks are read late (TTFT and ITL then include
-the client's delay). Three measurements say whether that happened:
+the client's delay). Four measurements say whether that happened:
 
 * **event-loop lag**: a task asks to sleep :data:`LAG_PROBE_S` and records how late it wakes up
   (ms);
 * **send lag**: ``dispatched_s - scheduled_s`` of each request, how late the load generator
   released it compared with the arrival schedule (ms); waiting for a ``max_concurrency`` slot is
   not lag and is reported apart as ``slot_wait_ms``;
-* **client CPU**: CPU time of this process per second of the run (1.0 = one core busy).
+* **client CPU**: CPU time of this process per second of the run (1.0 = one core busy), and
+  per streamed token (µs);
+* **bunching**: the share of inter-token gaps that are exactly 0: the token arrived in the same
+  read of the socket as the one before it. vLLM sends one event per stream per engine step, so
+  two in one read waited for the client (the client reads each stream as its bytes arrive and
+  stamps the read, :mod:`vllm_course.loadgen.client`).
 
 The client is flagged as limiting the run (:attr:`ClientChecks.saturated`) when its CPU use is
-above :data:`CLIENT_CPU_CORES`, or when its loop or its sends were late (P90 loop lag above
-:data:`LOOP_LAG_P90_MS`, P50 send lag above :data:`SEND_LAG_P50_MS` and above
-:data:`SEND_LAG_TTFT_SHARE` of the mean TTFT) while it was busy (CPU at least
-:data:`CLIENT_BUSY_CORES`). The thresholds look at the typical probe and request, not the
-worst: on a small shared machine the OS now and then stalls every process for a few hundred ms,
-server included, and that is not the client limiting the run. A late but idle client was starved
-by other processes; both cases are reported in :attr:`ClientChecks.notes` instead. Set from runs
-on the 2-core CI machine against the
-tiny CPU model: a healthy client at 4 req/s had P90 loop lag <= 1.3 ms and P50 send lag <= 1 ms
-(P99 loop lag up to 141 ms from OS stalls); a client doing 5 ms of work per chunk at 10 req/s
-had P90 loop lag 784 ms and P50 send lag 320 ms.
+above :data:`CLIENT_CPU_CORES`, or when its loop or its sends were late or its reads bunched
+(P90 loop lag above :data:`LOOP_LAG_P90_MS`, P50 send lag above :data:`SEND_LAG_P50_MS` and
+above :data:`SEND_LAG_TTFT_SHARE` of the mean TTFT, bunched share above :data:`BUNCHED_SHARE`)
+while it was busy (CPU at least :data:`CLIENT_BUSY_CORES`). A run spread over worker processes
+(``load.workers``) is judged by its busiest worker: each is one Python thread. The thresholds
+look at the typical probe and request, not the worst: on a small shared machine the OS now and
+then stalls every process for a few hundred ms, server included, and that is not the client
+limiting the run. A late but idle client was starved by other processes; both cases are reported
+in :attr:`ClientChecks.notes` instead. Set from runs on the 2-core CI machine against the tiny
+CPU model: a healthy client at 4 req/s had P90 loop lag <= 1.3 ms and P50 send lag <= 1 ms (P99
+loop lag up to 141 ms from OS stalls); a client doing 5 ms of work per chunk at 10 req/s had P90
+loop lag 784 ms and P50 send lag 320 ms.
 """
 
 from __future__ import annotations
@@ -56,6 +62,12 @@ STALL_NOTE_MS = 50.0
 """A P99 loop lag above this (ms) without saturation is noted as sporadic stalls."""
 CLIENT_CPU_CORES = 0.9
 """Client CPU above this (cores) means the single-threaded client is near its limit."""
+BUNCHED_SHARE = 0.05
+"""A busy client whose share of bunched inter-token gaps is above this was reading behind the
+streams. On the H200 host's cores (``benchmarks/client_ceiling.py``, 2026-12-03) one client
+process bunched 0-0.2 % of the gaps while it kept up (up to 77 % of a core) and 23-74 % once
+it was at a full core."""
+WORKERS_HINT = "spread the client over more processes: load.workers"
 
 
 def _cores(v: float | None) -> str:
@@ -68,8 +80,8 @@ class LoopLagMonitor:
     Use as ``async with LoopLagMonitor() as lag: ...``; afterwards ``lag.lags_ms`` holds one
     sample per probe (ms late), ``lag.stalls`` the ``(start, end)`` times
     (``time.perf_counter()``, s) of every probe at least :data:`STALL_RECORD_MS` late: the loop
-    could run no timer from when the probe was due until it woke, and ``lag.cpu_cores`` the
-    process's CPU use (cores).
+    could run no timer from when the probe was due until it woke, ``lag.cpu_cores`` the
+    process's CPU use (cores) and ``lag.cpu_s`` its CPU time (s).
     """
 
     def __init__(self, probe_s: float = LAG_PROBE_S):
@@ -77,6 +89,7 @@ class LoopLagMonitor:
         self.lags_ms: list[float] = []
         self.stalls: list[tuple[float, float]] = []
         self.cpu_cores: float | None = None
+        self.cpu_s: float | None = None
         self._task: asyncio.Task | None = None
         self._start: tuple[float, float] = (0.0, 0.0)
 
@@ -100,8 +113,9 @@ class LoopLagMonitor:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         wall = time.perf_counter() - self._start[0]
+        self.cpu_s = time.process_time() - self._start[1]
         if wall > 0:
-            self.cpu_cores = (time.process_time() - self._start[1]) / wall
+            self.cpu_cores = self.cpu_s / wall
 
 
 class ClientChecks(BaseModel):
@@ -112,7 +126,12 @@ class ClientChecks(BaseModel):
         send_lag_ms: ``dispatched_s - scheduled_s`` per measured request.
         slot_wait_ms: ``sent_s - dispatched_s`` per measured request: time spent waiting for a
             ``max_concurrency`` slot (0 without a cap).
-        cpu_cores: this process's CPU use during the run.
+        cpu_cores: the client's CPU use during the run (cores); over worker processes, the
+            busiest worker's.
+        workers: client processes the run was spread over.
+        cpu_us_per_token: client CPU time per output token received (µs), all processes.
+        bunched_share: share of inter-token gaps that were exactly 0 (the token came in the
+            same read as the one before it; ``None``: no gaps).
         stalls_s: ``(start, end)`` of each event-loop stall of at least :data:`STALL_RECORD_MS`,
             in s on the records' clock (since the run's start): no send or chunk could be
             handled in between, whether the OS paused the process or the client itself was busy.
@@ -126,6 +145,9 @@ class ClientChecks(BaseModel):
     send_lag_ms: Dist
     slot_wait_ms: Dist
     cpu_cores: float | None = None
+    workers: int = 1
+    cpu_us_per_token: float | None = None
+    bunched_share: float | None = None
     stalls_s: list[tuple[float, float]] = Field(default_factory=list)
     saturated: bool = False
     reasons: list[str] = Field(default_factory=list)
@@ -133,7 +155,8 @@ class ClientChecks(BaseModel):
 
 
 def judge(
-    loop_lag_ms: Dist, send_lag_ms: Dist, cpu_cores: float | None, mean_ttft_ms: float | None
+    loop_lag_ms: Dist, send_lag_ms: Dist, cpu_cores: float | None, mean_ttft_ms: float | None,
+    bunched_share: float | None = None,
 ) -> tuple[list[str], list[str]]:
     """Apply the thresholds to a run's self-check statistics.
 
@@ -143,6 +166,7 @@ def judge(
         cpu_cores: the client's CPU use (cores), or ``None`` if not measured (lateness alone
             then decides).
         mean_ttft_ms: the run's mean TTFT (ms), for the send-lag threshold; ``None`` if unknown.
+        bunched_share: share of bunched inter-token gaps (``None``: not measured).
 
     Returns:
         ``(reasons, notes)``: the client limited the run if ``reasons`` is not empty.
@@ -159,6 +183,11 @@ def judge(
         late.append(
             f"requests left late: send lag P50 {send.p50:.0f} ms > {send_limit:.0f} ms "
             f"(P90 {send.p90:.0f} ms over {send.n} requests)"
+        )
+    if bunched_share is not None and bunched_share > BUNCHED_SHARE:
+        late.append(
+            f"{bunched_share:.0%} of inter-token gaps were 0 (tokens read in one gulp with the "
+            f"one before) > {BUNCHED_SHARE:.0%}: the client read behind the streams"
         )
     busy = cpu_cores is None or cpu_cores >= CLIENT_BUSY_CORES
     reasons = list(late) if busy else []
@@ -202,21 +231,40 @@ def held_by_stall(start_s: float, end_s: float, stalls_s: Sequence[tuple[float, 
     return any(a <= start_s + slack_s and b >= end_s - slack_s for a, b in merged)
 
 
+def bunched_share(records: Sequence[RequestRecord]) -> float | None:
+    """The share of inter-token gaps (between token chunks of one measured request) that are
+    exactly 0: the later chunk came in the same read as the one before (``None``: no gaps)."""
+    gaps = zeros = 0
+    for r in records:
+        if r.warmup:
+            continue
+        times = r.chunk_s
+        gaps += max(0, len(times) - 1)
+        zeros += sum(1 for a, b in zip(times, times[1:], strict=False) if b == a)
+    return zeros / gaps if gaps else None
+
+
 def client_checks(
     records: Sequence[RequestRecord],
     lags_ms: Sequence[float],
     cpu_cores: float | None,
     stalls_s: Sequence[tuple[float, float]] = (),
+    *,
+    cpu_s: float | None = None,
+    workers: int = 1,
 ) -> ClientChecks:
     """Summarise a run's self-checks and decide (:func:`judge`) whether the client limited it.
 
     Args:
         records: the run's records (warmups are ignored; records without ``dispatched_s`` are
             left out of the send-lag and slot-wait samples).
-        lags_ms: event-loop lag samples (ms), e.g. ``LoopLagMonitor.lags_ms``.
-        cpu_cores: the client's CPU use (cores), or ``None`` if not measured.
+        lags_ms: event-loop lag samples (ms), e.g. ``LoopLagMonitor.lags_ms`` (of every worker).
+        cpu_cores: the client's CPU use (cores; over workers, the busiest one's), or ``None``
+            if not measured.
         stalls_s: event-loop stalls ``(start, end)`` in s since the run's start (the
             records' clock), e.g. ``LoopLagMonitor.stalls`` minus the run's ``t0``.
+        cpu_s: the client's CPU time over the run (s, all processes), for the CPU per token.
+        workers: client processes the run was spread over.
     """
     measured = [r for r in records if not r.warmup and r.dispatched_s is not None]
     send_lag = Dist.of([max(0.0, r.dispatched_s - r.scheduled_s) * 1000.0 for r in measured])
@@ -226,12 +274,17 @@ def client_checks(
     lag = Dist.of(list(lags_ms))
     ttfts = [t for r in records if not r.warmup and (t := ttft_s(r)) is not None]
     mean_ttft_ms = 1000.0 * sum(ttfts) / len(ttfts) if ttfts else None
-    reasons, notes = judge(lag, send_lag, cpu_cores, mean_ttft_ms)
+    bunched = bunched_share(records)
+    tokens = sum(sum(r.chunk_tokens) for r in records if not r.warmup)
+    reasons, notes = judge(lag, send_lag, cpu_cores, mean_ttft_ms, bunched)
     return ClientChecks(
         loop_lag_ms=lag,
         send_lag_ms=send_lag,
         slot_wait_ms=slot,
         cpu_cores=cpu_cores,
+        workers=workers,
+        cpu_us_per_token=cpu_s / tokens * 1e6 if cpu_s is not None and tokens else None,
+        bunched_share=bunched,
         stalls_s=[(round(a, 4), round(b, 4)) for a, b in stalls_s],
         saturated=bool(reasons),
         reasons=reasons,

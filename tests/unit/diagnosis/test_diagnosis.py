@@ -128,8 +128,8 @@ def _keys(d: Diagnosis) -> list[str]:
 # -- 1. client saturated --------------------------------------------------------------------
 
 
-RULE = ("client CPU > 0.9 cores, or event-loop lag P90 > 20 ms or send lag P50 > 20 ms with "
-        "client CPU >= 0.5 cores")
+RULE = ("client CPU > 0.9 cores, or event-loop lag P90 > 20 ms, send lag P50 > 20 ms or bunched "
+        "inter-token gaps > 5% with client CPU >= 0.5 cores (the busiest client process)")
 
 
 def _lag_p50_line(p50: str) -> str:
@@ -158,7 +158,7 @@ def test_client_saturated_comes_first_with_its_numbers(tmp_path: Path) -> None:
         _lag_p50_line("100.0"),
         "client mean TTFT 400 ms vs server 120 ms",
     ]
-    assert f.knobs[0].startswith("remove per-chunk work from the measuring client")
+    assert f.knobs[0].startswith("spread the client over more processes: load.workers (now 1")
 
 
 def test_client_saturated_by_cpu_and_send_lag(tmp_path: Path) -> None:
@@ -862,9 +862,9 @@ def test_report_lines(tmp_path: Path) -> None:
         f"    - {_lag_p50_line('n/a')}",
     ]
     assert lines[6] == "  try:"
-    assert lines[7:10] == [f"    - {k}" for k in d.primary.knobs]
+    assert lines[7:11] == [f"    - {k}" for k in d.primary.knobs]
     # the other findings: title, layer and their first two pieces of evidence
-    assert lines[10:] == [
+    assert lines[11:] == [
         "  also: KV cache exhausted (memory): 3 preemptions (Δvllm:num_preemptions_total); each "
         "one frees the request's blocks and recomputes it from scratch later (V1 preempts by "
         "recompute, never swap); KV cache usage peak 90.0%, mean 70.0% (sampled); KV cache "
@@ -883,11 +883,12 @@ def test_html_escapes_everything_it_shows(tmp_path: Path) -> None:
     d = _two_findings(tmp_path)
     page = d._repr_html_()
     assert page.startswith("<b>client saturated</b> (layer: client)<br><small>client CPU &gt; "
-                           "0.9 cores, or event-loop lag P90 &gt; 20 ms or send lag P50 &gt; 20 "
-                           "ms with client CPU &gt;= 0.5 cores</small><ul><li>client CPU 1.20 "
+                           "0.9 cores, or event-loop lag P90 &gt; 20 ms, send lag P50 &gt; 20 ms "
+                           "or bunched inter-token gaps &gt; 5% with client CPU &gt;= 0.5 cores "
+                           "(the busiest client process)</small><ul><li>client CPU 1.20 "
                            "cores &gt; 0.9 (one Python thread is the limit)</li><li>event-loop "
                            "lag P50 n/a ms; the server&#x27;s own numbers")
-    assert "Try:<ul><li>remove per-chunk work" in page
+    assert "Try:<ul><li>spread the client over more processes: load.workers (now 1; " in page
     assert "Also:<ul><li>KV cache exhausted (memory)</li></ul>" in page
     nasty = Diagnosis(run="x", findings=[
         Finding(key="a", title="<script>alert(1)</script>", layer="a&b", rule="x < y",

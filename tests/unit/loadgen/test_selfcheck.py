@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from vllm_course.loadgen import selfcheck
 from vllm_course.loadgen.selfcheck import (
     CLIENT_BUSY_CORES,
     CLIENT_CPU_CORES,
@@ -488,3 +489,35 @@ def test_a_delay_is_held_by_a_stall_only_where_one_covered_it() -> None:
     assert held_by_stall(1.0, 1.5, [(1.0, 1.2), (1.23, 1.5)], slack)
     # ...but not with 100 ms of free loop between them
     assert not held_by_stall(1.0, 1.5, [(1.0, 1.2), (1.3, 1.5)], slack)
+
+
+# -- bunching and CPU per token ---------------------------------------------------------------
+
+
+def _streamed(times: list[float], index: int = 0) -> RequestRecord:
+    return RequestRecord(index=index, scheduled_s=0.0, dispatched_s=0.0, sent_s=0.0,
+                         chunk_s=times, chunk_tokens=[1] * len(times), end_s=times[-1])
+
+
+def test_bunched_share_counts_tokens_read_with_the_one_before():
+    # two streams: 3 of their 6 gaps are 0 (the token came in the same read)
+    records = [_streamed([0.1, 0.1, 0.2, 0.3]), _streamed([0.1, 0.15, 0.15, 0.15], 1)]
+    assert selfcheck.bunched_share(records) == 0.5
+    assert selfcheck.bunched_share([_streamed([0.1])]) is None        # no gap at all
+    warm = _streamed([0.1, 0.1, 0.1])
+    warm.warmup = True
+    assert selfcheck.bunched_share([warm, _streamed([0.1, 0.2])]) == 0.0
+
+
+def test_a_busy_client_that_bunches_is_saturated_and_an_idle_one_is_not():
+    bunched = [_streamed([0.1, 0.1, 0.1, 0.2], i) for i in range(3)]    # 6 of 9 gaps
+    busy = selfcheck.client_checks(bunched, [1.0] * 50, 0.6, cpu_s=0.012)
+    assert busy.bunched_share == pytest.approx(2 / 3)
+    assert busy.saturated
+    assert busy.reasons[0].startswith("67% of inter-token gaps were 0")
+    assert busy.cpu_us_per_token == pytest.approx(0.012 / 12 * 1e6)     # 12 tokens
+    idle = selfcheck.client_checks(bunched, [1.0] * 50, 0.2)
+    assert not idle.saturated and idle.cpu_us_per_token is None
+    assert idle.notes and "the OS gave its time to other processes" in idle.notes[0]
+    spaced = selfcheck.client_checks([_streamed([0.1, 0.2, 0.3])], [1.0] * 50, 0.6)
+    assert spaced.bunched_share == 0.0 and not spaced.saturated
