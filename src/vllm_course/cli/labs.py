@@ -77,10 +77,14 @@ def _solution_flags(lab_id: str) -> dict:
     for cell in json.loads(path.read_text())["cells"]:
         if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") != "config":
             continue
-        for node in ast.parse("".join(cell["source"])).body:
-            if isinstance(node, ast.Assign) and any(
-                    getattr(t, "id", None) == "SERVER_FLAGS" for t in node.targets):
-                return ast.literal_eval(node.value)
+        try:
+            for node in ast.parse("".join(cell["source"])).body:
+                if isinstance(node, ast.Assign) and any(
+                        getattr(t, "id", None) == "SERVER_FLAGS" for t in node.targets):
+                    return ast.literal_eval(node.value)
+        except (SyntaxError, ValueError) as exc:
+            raise BadInput(f"{path}: its config cell's SERVER_FLAGS is not a literal dict "
+                           f"({exc}): give --flags") from None
     raise BadInput(f"{path} has no SERVER_FLAGS = {{...}} in its config cell: give --flags")
 
 
@@ -97,25 +101,42 @@ def _solution_flags(lab_id: str) -> dict:
                    "the answer).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where the JSON goes (default: the course home's "
-                   "calibration/PROFILE/LAB.json).")
+                   "calibration/PROFILE/LAB.json, where grading on this machine reads it).")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="A lab graded at a Poisson rate (lab04): the mean arrival rate to calibrate "
+                   "at, requests/s (default: the profile's).")
+@click.option("--slo-ttft-ms", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="With --rate: the SLO's TTFT limit, ms (default: the profile's).")
+@click.option("--slo-tpot-ms", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="With --rate: the SLO's TPOT limit, ms (default: the profile's).")
 def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None, runs: int,
-                  out: Path | None) -> None:
+                  out: Path | None, rate: float | None, slo_ttft_ms: float | None,
+                  slo_tpot_ms: float | None) -> None:
     """Measure LAB_ID's targets on this machine: its run cell --runs times with the answer.
 
     Each target's proposal is the worst run moved by 3 standard deviations towards leniency; the
-    lab is valid here if the baseline misses at least one by more than that margin. Prints
-    both, and the targets the lab now uses, and writes every run's numbers as JSON. Exit status 1
-    if the lab is not valid here or a target is stricter than the runs allow.
+    lab is valid here if the baseline misses at least one target by more than that margin.
+    Prints both and the targets grading here would use, and writes every run's numbers as JSON.
+    On a profile the lab brings no measured targets for (an estimate, the generic gpu profile),
+    that file in its default place sets the targets grading on this machine uses: the lab's own
+    or the calibrated ones, whichever is more lenient (labs/README.md). Exit status 1 if the lab
+    is not valid here, or if on a profile with measured targets one is stricter than the runs
+    allow.
     """
     import asyncio
     import json
     import os
 
-    from vllm_course import models
+    from vllm_course import env
+    from vllm_course.config import SLO
     from vllm_course.grading.calibrate import calibrate, report
+    from vllm_course.grading.spec import SCENARIOS, ProfileLoad
+    from vllm_course.grading.targets import calibration_path
 
     if profile_name:
         os.environ["PROFILE"] = profile_name
+    if lab_id not in SCENARIOS:
+        raise BadInput(f"unknown lab {lab_id!r}; the labs are {', '.join(SCENARIOS)}")
     if flags_json is None:
         flags = _solution_flags(lab_id)
     else:
@@ -126,11 +147,26 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
                            "'{\"max-num-seqs\": 8}'") from None
         if not isinstance(flags, dict):
             raise BadInput("--flags must be a JSON object of flag names and values")
-    result = asyncio.run(calibrate(lab_id, flags, runs=runs, echo=click.echo))
-    path = out or models.course_home() / "calibration" / result["profile"] / f"{lab_id}.json"
+    load = None
+    if rate is not None or slo_ttft_ms is not None or slo_tpot_ms is not None:
+        sc = SCENARIOS[lab_id]
+        if not sc.per_profile:
+            raise BadInput(f"{lab_id} sends its requests at no per-profile rate: --rate and "
+                           "--slo-* apply to a lab graded at a Poisson rate (lab04)")
+        profile = env.current_profile().name
+        here = sc.per_profile.get(profile)
+        if here is None and (rate is None or slo_ttft_ms is None or slo_tpot_ms is None):
+            raise BadInput(f"{lab_id} has no rate and SLO for profile {profile}: give --rate, "
+                           "--slo-ttft-ms and --slo-tpot-ms")
+        slo = SLO(ttft_ms=slo_ttft_ms if slo_ttft_ms is not None else here.slo.ttft_ms,
+                  tpot_ms=slo_tpot_ms if slo_tpot_ms is not None else here.slo.tpot_ms)
+        load = ProfileLoad(rate_rps=rate if rate is not None else here.rate_rps, slo=slo,
+                           how="vllm-course calibrate --rate/--slo-*")
+    result = asyncio.run(calibrate(lab_id, flags, runs=runs, echo=click.echo, load=load))
+    path = out or calibration_path(lab_id, result["profile"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")
     click.echo(report(result))
     click.echo(f"wrote {path}")
-    if not (result["valid"] and result["current_ok"]):
+    if not result["valid"] or not (result["applies"] or result["current_ok"]):
         raise SystemExit(1)

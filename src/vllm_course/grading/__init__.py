@@ -10,7 +10,8 @@ whole notebook again when it grades, so the numbers graded are measured then.
 ``session`` holds what every lab shares (the pin, the flags a lab accepts, the run);
 ``results`` the results file and the proof that it is this kernel's own; ``lab01`` the
 reference definitions lab01 grades against; ``perf`` the points of the performance labs (lab02
-on) against their scenario's targets (``spec``); ``calibrate`` the runs that set those targets.
+on) against their scenario's targets (``spec``); ``targets`` how runs set a target and the
+targets calibrated on this machine; ``calibrate`` the runs that set them.
 
 May import: everything below ``tuning`` (``experiment``, ``server``, ``env``, ``metrics``,
 ``records``, ``config``); it sits beside ``tuning``, never imports it, and only ``cli`` and the

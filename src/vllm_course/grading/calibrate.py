@@ -1,61 +1,30 @@
 """Calibrating a performance lab on this machine (``vllm-course calibrate``).
 
-A target is set as the labs' design says (``labs/README.md``, "How targets are set"): run the
-lab's own run cell at least 3 times with a solution, take the worst run and move it by 3 standard
-deviations towards leniency (``>=``: worst − 3 sd; ``<=``: worst + 3 sd). The lab is valid on a
-machine only if its starting configuration (the baseline each run measures first) misses at least
-one target by more than that margin: otherwise a learner who changes nothing could pass by luck.
-
-:func:`calibrate` measures exactly that with :func:`vllm_course.grading.run`, so the numbers
-come from the same code path, servers and checks as a graded run, and reports each target's
-proposal beside the value the lab now uses.
+:func:`calibrate` runs the lab's own run cell (:func:`vllm_course.grading.run`) at least 3 times
+with an answer, so the numbers come from the same code path, servers and checks as a graded run,
+and judges each target by the labs' rule (:func:`vllm_course.grading.targets.judge`): the
+proposal, the margin, the value grading on this machine would use and whether the starting
+configuration misses it. Its result, written as JSON, is what
+:func:`vllm_course.grading.targets.local_calibration` reads back on a profile the lab brings no
+measured targets for.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from vllm_course.grading.perf import measured_value
 from vllm_course.grading.results import LabError
-from vllm_course.grading.session import run, scenario, setup
-from vllm_course.grading.spec import Target
+from vllm_course.grading.session import calibrating, run, scenario, setup
+from vllm_course.grading.spec import SCENARIOS, ProfileLoad
+from vllm_course.grading.targets import TargetCalibration, judge
 
-MARGIN_SD = 3.0
-"""The margin, in standard deviations of the solution's runs."""
-
-
-@dataclass(frozen=True)
-class TargetCalibration:
-    """One target's measurements over the calibration runs.
-
-    Attributes:
-        id, metric, op, current: the target as the lab now grades it.
-        answer: the metric in each run with the calibrated answer.
-        baseline: the same metric of each run's baseline (the starting configuration); a ratio
-            to the baseline is 1 there by definition.
-        proposed: worst answer run moved by :data:`MARGIN_SD` standard deviations towards
-            leniency: the strictest target the answer still meets with that margin.
-        margin: :data:`MARGIN_SD` × the answer runs' sample standard deviation.
-        current_ok: the lab's current target is at least as lenient as ``proposed``.
-        baseline_misses: even the baseline's best run misses ``proposed`` by more than
-            ``margin`` (what makes the lab valid).
-    """
-
-    id: str
-    metric: str
-    op: str
-    current: float
-    answer: list[float]
-    baseline: list[float]
-    proposed: float
-    margin: float
-    current_ok: bool
-    baseline_misses: bool
+__all__ = ["TargetCalibration", "calibrate", "judge", "report"]
 
 
 def _fmt(value: Any) -> str:
@@ -65,70 +34,61 @@ def _fmt(value: Any) -> str:
 def _baseline_value(data: dict, metric: str) -> float | None:
     if metric.endswith("_vs_baseline"):
         return 1.0
-    value = (data.get("baseline") or {}).get("metrics", {}).get(metric)
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def judge(target: Target, answer: list[float], baseline: list[float]) -> TargetCalibration:
-    """The proposal and checks for ``target`` from the measured values (see the module
-    docstring).
-
-    Raises:
-        ValueError: fewer than 2 answer runs (no standard deviation).
-    """
-    if len(answer) < 2:
-        raise ValueError(f"{target.id}: {len(answer)} run(s) with a value; a standard deviation "
-                         "needs at least 2 (calibrate with --runs 3 or more)")
-    margin = MARGIN_SD * statistics.stdev(answer)
-    up = target.op == ">="
-    proposed = min(answer) - margin if up else max(answer) + margin
-    best_base = (max(baseline) if up else min(baseline)) if baseline else None
-    misses = best_base is not None and (best_base < proposed - margin if up
-                                        else best_base > proposed + margin)
-    return TargetCalibration(
-        id=target.id, metric=target.metric, op=target.op, current=target.value,
-        answer=answer, baseline=baseline, proposed=proposed, margin=margin,
-        current_ok=target.value <= proposed if up else target.value >= proposed,
-        baseline_misses=misses)
+    return measured_value(data.get("baseline") or {}, metric)
 
 
 async def calibrate(lab: str, flags: Mapping[str, Any], runs: int = 3,
-                    echo: Callable[[str], None] = print) -> dict:
+                    echo: Callable[[str], None] = print,
+                    load: ProfileLoad | None = None) -> dict:
     """Run ``lab``'s run cell ``runs`` times with ``flags`` on this machine's profile and judge
-    each target (:func:`judge`).
+    each target against the lab's own (never against an earlier calibration file).
+
+    Args:
+        load: for a lab graded at a Poisson rate (``Scenario.per_profile``), the rate and SLO
+            to run at instead of the profile's (``--rate``, ``--slo-ttft-ms``,
+            ``--slo-tpot-ms``).
 
     Returns:
-        ``{"lab", "profile", "flags", "runs": [each run's metrics and baseline metrics],
-        "targets": [TargetCalibration as dicts], "valid": bool, "current_ok": bool}``.
+        ``{"lab", "profile", "flags", "load" (the rate and SLO run at, for a lab graded at a
+        Poisson rate, else ``None``), "runs": [each run's metrics and baseline metrics],
+        "targets": [TargetCalibration as dicts], "valid": bool, "current_ok": bool,
+        "applies": bool}``; ``applies``: the lab brings no measured targets for this profile,
+        so this calibration, if valid, sets the targets grading here uses.
 
     Raises:
-        LabError: an unknown lab, one without targets, or flags the lab refuses.
+        LabError: an unknown lab, one without targets, flags the lab refuses, or ``load`` for
+            a lab that sends at no per-profile rate.
         ServerError: a server failed (its log tail included).
     """
-    pin = setup(lab)
-    sc = scenario(lab, pin.profile)
-    if not sc.targets:
-        raise LabError(f"{lab} has no performance targets to calibrate")
+    if load is not None and lab in SCENARIOS and not SCENARIOS[lab].per_profile:
+        raise LabError(f"{lab} sends its requests at no per-profile rate: --rate and --slo-* "
+                       "apply only to a lab graded at a Poisson rate (lab04)")
     measured: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix=f"calibrate-{lab}-") as tmp:
+    with calibrating(lab, load), tempfile.TemporaryDirectory(prefix=f"calibrate-{lab}-") as tmp:
+        pin = setup(lab)
+        sc = scenario(lab, pin.profile)
+        if not sc.targets:
+            raise LabError(f"{lab} has no performance targets to calibrate")
         for i in range(runs):
             data = await run(lab, flags, results_dir=Path(tmp))
             measured.append(data)
             values = ", ".join(f"{t.metric} {_fmt(data['metrics'].get(t.metric))}"
                                for t in sc.targets)
             echo(f"calibrate {lab}: run {i + 1}/{runs}: {values}")
-    judged = [judge(t, [float(d["metrics"][t.metric]) for d in measured
-                        if isinstance(d["metrics"].get(t.metric), (int, float))],
+    judged = [judge(t, [v for d in measured if (v := measured_value(d, t.metric)) is not None],
                     [v for d in measured if (v := _baseline_value(d, t.metric)) is not None])
               for t in sc.targets]
     return {
         "lab": lab, "profile": pin.profile, "flags": dict(flags),
+        "load": ({"rate_rps": sc.load.rate_rps, "slo": sc.slo.model_dump()}
+                 if sc.per_profile and sc.slo is not None else None),
         "runs": [{"metrics": d["metrics"], "baseline": (d.get("baseline") or {}).get("metrics"),
                   "hardware": d.get("hardware"), "vllm_version": d.get("vllm_version"),
                   "created_at": d.get("created_at")} for d in measured],
         "targets": [asdict(j) for j in judged],
         "valid": any(j.baseline_misses for j in judged),
         "current_ok": all(j.current_ok for j in judged),
+        "applies": pin.profile not in SCENARIOS[lab].calibrated,
     }
 
 
@@ -136,6 +96,10 @@ def report(result: dict) -> str:
     """``result`` of :func:`calibrate` as lines a person reads."""
     lines = [f"{result['lab']} on {result['profile']}, answer {json.dumps(result['flags'])}, "
              f"{len(result['runs'])} runs:"]
+    if result.get("load"):
+        load = result["load"]
+        limits = ", ".join(f"{k} <= {v:g}" for k, v in load["slo"].items() if v)
+        lines.append(f"  at Poisson {load['rate_rps']:g} requests/s, SLO {limits}")
     for t in result["targets"]:
         answer = ", ".join(f"{v:.4g}" for v in t["answer"])
         base = ", ".join(f"{v:.4g}" for v in t["baseline"]) or "-"
@@ -143,9 +107,20 @@ def report(result: dict) -> str:
         miss = "misses" if t["baseline_misses"] else "does NOT miss"
         lines.append(
             f"  {t['id']}: {t['metric']} answer [{answer}], baseline [{base}]; proposed "
-            f"{t['op']} {t['proposed']:.4g} (margin {t['margin']:.3g}); now {t['op']} "
-            f"{t['current']:g}: {now}; the baseline {miss} it by more than the margin")
+            f"{t['op']} {t['proposed']:.4g} (margin {t['margin']:.3g}); the lab's own "
+            f"{t['op']} {t['current']:g}: {now}; calibrated {t['op']} {t['applied']:g}; the "
+            f"baseline {miss} it by more than the margin")
     lines.append("valid: " + ("yes, the baseline misses at least one target by more than the "
                               "margin" if result["valid"] else
                               "NO: the baseline misses no target by more than the margin"))
+    if result.get("applies") and result["valid"]:
+        lines.append(f"grading {result['lab']} on this machine's profile ({result['profile']}) "
+                     "uses the calibrated targets once this file is in the course home's "
+                     "calibration folder (the default --out)")
+    elif result.get("applies"):
+        lines.append(f"this calibration sets nothing: {result['lab']} keeps its estimated "
+                     f"targets on {result['profile']}; try another answer or load")
+    else:
+        lines.append(f"{result['lab']} brings targets measured on {result['profile']}: they "
+                     "grade here; this file is a report")
     return "\n".join(lines)

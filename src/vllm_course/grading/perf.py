@@ -14,7 +14,9 @@ from vllm_course.grading.results import RESULTS_DIR, load_results
 from vllm_course.grading.session import quiet_stderr, scenario
 
 
-def _value(data: dict, metric: str) -> float | None:
+def measured_value(data: dict, metric: str) -> float | None:
+    """``metric`` of a results file's (or its baseline's) ``metrics`` as a float; ``None`` when
+    the run measured none."""
     value = (data.get("metrics") or {}).get(metric)
     return float(value) if isinstance(value, (int, float)) else None
 
@@ -32,14 +34,14 @@ def score_target(lab: str, target_id: str, results_dir: Path | str = RESULTS_DIR
     """
     with quiet_stderr():
         data = load_results(lab, results_dir)
-        sc = scenario(lab)
+        sc = scenario(lab, data.get("profile"))     # the targets on the profile it ran on
         target = sc.target(target_id)
-        measured = _value(data, target.metric)
+        measured = measured_value(data, target.metric)
         if measured is None:
             print(f"{target.id}: the run measured no {target.metric}: 0 / {target.points:g} points")
             return 0.0
         for other in map(sc.target, target.only_if):
-            got = _value(data, other.metric)
+            got = measured_value(data, other.metric)
             if got is None or not other.met(got):
                 print(f"{target.id}: {target.metric} {measured:.4g}, but it scores only in a run "
                       f"that meets {other.id} ({other.metric} {other.op} {other.value:g}; "

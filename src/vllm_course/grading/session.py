@@ -9,6 +9,7 @@ cached results), runs the scenario's workload and writes the results file throug
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import re
 import secrets
 import sys
@@ -22,7 +23,8 @@ from vllm_course import env
 from vllm_course.config import RunConfig, Scalar, ServerConfig
 from vllm_course.grading import results
 from vllm_course.grading.results import RESULTS_DIR, LabError
-from vllm_course.grading.spec import SCENARIOS, Scenario
+from vllm_course.grading.spec import SCENARIOS, ProfileLoad, Scenario
+from vllm_course.grading.targets import local_calibration
 
 LAB_IDS = tuple(SCENARIOS)
 
@@ -55,20 +57,46 @@ class Pin:
 
 
 _PINS: dict[str, Pin] = {}
+_CALIBRATING: contextvars.ContextVar[tuple[str, ProfileLoad | None] | None] = \
+    contextvars.ContextVar("calibrating", default=None)
+
+
+@contextlib.contextmanager
+def calibrating(lab: str, load: ProfileLoad | None = None) -> Iterator[None]:
+    """Inside the block, :func:`scenario` gives ``lab`` as the library brings it (no calibration
+    file of this machine applies) and, if ``load`` is given, at its rate and SLO on the profile
+    asked for: what ``vllm-course calibrate`` measures against."""
+    token = _CALIBRATING.set((lab, load))
+    try:
+        yield
+    finally:
+        _CALIBRATING.reset(token)
+
+
 def scenario(lab: str, profile: str | None = None) -> Scenario:
     """``lab``'s scenario; on ``profile``, with that profile's rate and SLO
-    (:meth:`Scenario.on`).
+    (:meth:`Scenario.on`) and the targets grading there uses: the lab's own, or those of a
+    valid calibration of this machine on a profile the lab brings no measured targets for
+    (:func:`vllm_course.grading.targets.local_calibration`).
 
     Raises:
-        LabError: for an unknown lab id (the message lists the known ones), or a profile the
-            lab has no rate and SLO for.
+        LabError: for an unknown lab id (the message lists the known ones), a profile the lab
+            has no rate and SLO for, or an unreadable calibration file (named).
     """
     if lab not in SCENARIOS:
         raise LabError(f"unknown lab {lab!r}; the labs are {', '.join(LAB_IDS)}")
+    sc = SCENARIOS[lab]
     if profile is None:
-        return SCENARIOS[lab]
+        return sc
+    override = _CALIBRATING.get()
+    if override is not None and override[0] == lab:
+        load = override[1]
+        if load is not None:
+            sc = sc.model_copy(update={"per_profile": {**sc.per_profile, profile: load}})
+    elif (local := local_calibration(lab, profile, sc)) is not None and local.scenario:
+        sc = local.scenario
     try:
-        return SCENARIOS[lab].on(profile)
+        return sc.on(profile)
     except KeyError as exc:
         raise LabError(f"{lab}: {exc.args[0]}") from None
 
@@ -104,6 +132,13 @@ def setup(lab: str) -> Pin:
     if sc.targets:
         how = sc.calibrated.get(profile.name)
         print(f"  targets {'set by ' + how if how else 'are estimates on this profile'}")
+        local = (None if _CALIBRATING.get() else
+                 local_calibration(lab, profile.name, SCENARIOS[lab]))
+        if local is not None:
+            print(f"  {local.note}")
+        elif not how:
+            print(f"  (`vllm-course calibrate {lab}` on this machine sets them from the "
+                  "solution's runs: labs/README.md)")
     if profile.name in sc.per_profile and not sc.calibrated.get(profile.name):
         print(f"  rate and SLO: {sc.per_profile[profile.name].how}")
     return pin
@@ -219,6 +254,9 @@ async def run(lab: str, server_flags: Mapping[str, Any] | None = None, *,
         "vllm_version": env.vllm_version(),
         "server_flags": flags,
         "slo": sc.slo.model_dump() if sc.slo else None,
+        "targets": {t.id: {"op": t.op, "value": t.value, "zero_at": t.zero_at}
+                    for t in sc.targets},
+        "targets_set_by": sc.calibrated.get(pin.profile, "estimate") if sc.targets else None,
         **measured,
     }
     results.issue(lab, result, results_dir)

