@@ -4,8 +4,9 @@
 one streamed request over aiohttp, stamps every read as it arrives and parses the reads into a
 :class:`RequestRecord` after the request ends; ``runner`` sends a request set on schedule over
 pooled connections (:func:`run_load`) after the warm-ups (:func:`warm_up`, the one warm-up
-path); ``selfcheck`` tells whether the client kept up (loop lag, late sends, client CPU), so
-a slow client is never blamed on the server.
+path); ``wire`` is HTTP/1.1 with each read stamped as it arrives and no coroutine wake-up per
+read (the client's next reader, not used by it yet); ``selfcheck`` tells whether the client
+kept up (loop lag, late sends, client CPU), so a slow client is never blamed on the server.
 
 May import: ``config``, ``records``, ``metrics`` and ``workload``. Never ``server``: a load
 generator only needs a base URL.
