@@ -582,6 +582,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="which tool runs first in each repeat; alternate starts with vllm")
     p.add_argument("--warmups", type=int, default=4,
                    help="warmup requests before each tool's run (copies of the first prompt)")
+    p.add_argument("--prime", type=int, default=0,
+                   help="unmeasured runs of the whole workload (our client) before the repeats: "
+                        "a GPU server got faster over its first runs (H200, vLLM 0.26.0: the "
+                        "same burst took 40.8, 37.9, 36.4, 29.3, 26.0, 27.7 s, both tools "
+                        "alternating), which a few warmup requests do not absorb")
     p.add_argument("--seed", type=int, default=0, help="workload and arrival seed")
     p.add_argument("--model", default="tiny-mistral", help="a model card or model id")
     p.add_argument("--workers", type=int, default=None,
@@ -595,7 +600,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="seconds allowed for one vllm bench serve run")
     p.add_argument("--out", default="results", help="folder for compare-vllm-bench-<time>/")
     a = p.parse_args(argv)
-    if a.num_requests < 1 or a.repeats < 1 or a.warmups < 0 or not a.rate > 0 \
+    if a.num_requests < 1 or a.repeats < 1 or a.warmups < 0 or a.prime < 0 or not a.rate > 0 \
             or not a.burstiness > 0:
         p.error("--num-requests and --repeats must be >= 1, --warmups >= 0, --rate and "
                 "--burstiness > 0")
@@ -642,6 +647,12 @@ def measure(a: argparse.Namespace, run_dir: Path,
         print(f"server {server.base_url} ready in {facts.get('ready_s')} s "
               f"(vLLM {env.vllm_version()}, profile {profile.name}, "
               f"KV cache {facts.get('kv_cache_tokens')} tokens)", flush=True)
+        for i in range(a.prime):
+            t = time.perf_counter()
+            _, primed = asyncio.run(_ours(a, server.base_url, requests))
+            print(f"prime {i + 1}/{a.prime}: an unmeasured run of the workload took "
+                  f"{time.perf_counter() - t:.1f} s ({primed.duration_s:.1f} s of load)",
+                  flush=True)
         with CpuSampler(server.proc.pid) as cpu:
             t_idle = time.time()
             time.sleep(3.0)

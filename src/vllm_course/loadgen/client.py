@@ -8,13 +8,15 @@ decoding). If a server sends no per-chunk usage, each chunk with text counts as 
 record says so (``token_count_source = "chunks"``).
 
 How a stream is read, so that the client never limits what it measures: while the response
-streams, the only work per read is one clock reading and two list appends. aiohttp (its HTTP
-parser is C) hands over the bytes that arrived; they are stamped with ``time.perf_counter()``
-and kept, and parsed only when the request has ended, so parsing one stream never delays reading
-another. An event's arrival time is the stamp of the read that completed its line. Several
-events in one read (a *bunched* read) mean they waited in the socket for the client: the client
-was busy elsewhere. With an ``on_chunk`` hook every read is parsed as it arrives instead (the hook
-must see the record grow), which costs the parse on the hot path.
+streams, the only work per read is one clock reading, llhttp's pass over the bytes and two list
+appends, all in the event loop's socket callback (:mod:`vllm_course.loadgen.wire`): the
+request's coroutine does not wake per read. The body's bytes are stamped with
+``time.perf_counter()`` when they arrive and kept, and parsed only when the request has ended,
+so parsing one stream never delays reading another. An event's arrival time is the stamp of the
+read that completed its line. Several events in one read (a *bunched* read) mean they waited in
+the socket for the client (the client was busy elsewhere) or were written together by the
+server. With an ``on_chunk`` hook every read is parsed as it arrives instead (the hook must see
+the record grow), which costs the parse on the hot path.
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ import json
 import time
 from collections.abc import Callable
 
-import aiohttp
 import msgspec
 
 from vllm_course.config import Endpoint
+from vllm_course.loadgen.wire import StreamSession
 from vllm_course.records import RequestRecord
 from vllm_course.workload import Request
 
@@ -35,19 +37,13 @@ ChunkHook = Callable[[RequestRecord], None]
 
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
-READ_BUFSIZE = 4 * 2**20
-"""Bytes aiohttp may buffer per response before it stops reading the socket (its default is
-64 KiB). A small buffer throttled ``vllm bench serve`` at long contexts, "purely a client-side
-measurement artifact" (https://github.com/vllm-project/vllm/issues/39963); sglang raised its own
-to 10 MiB. It is a limit, not an allocation."""
-
 KEEPALIVE_EXPIRY_S = 2.0
 """Seconds an idle connection stays in the client's pool, shorter than the server's keep-alive
 (vLLM's API server closes an idle connection after ``VLLM_HTTP_TIMEOUT_KEEP_ALIVE`` = 5 s,
 vllm/envs.py), so that no request is sent on a pooled connection just as the server closes it
-(it would fail with a read error). aiohttp's own default is 15 s."""
+(it would fail with a read error). aiohttp's default is 15 s."""
 
-_JSON = {"Content-Type": "application/json"}
+_JSON = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 
 class _Usage(msgspec.Struct):
@@ -84,20 +80,17 @@ client's CPU per streamed token: this is ~3x faster than ``json.loads`` to dicts
 into a typed struct skips the fields nobody reads (id, object, model, logprobs...)."""
 
 
-def open_session(timeout_s: float) -> aiohttp.ClientSession:
-    """The HTTP client one run (or one warm-up) sends all its requests over.
+def open_session(timeout_s: float) -> StreamSession:
+    """The HTTP client one run (or one warm-up) sends all its requests over
+    (:class:`~vllm_course.loadgen.wire.StreamSession`).
 
-    No connection cap (aiohttp's default caps a session at 100 connections, which would queue
-    streams silently; a run's ``max_concurrency`` is held by the load generator, where the wait
-    is recorded), idle connections kept :data:`KEEPALIVE_EXPIRY_S`, reads buffered up to
-    :data:`READ_BUFSIZE`, and no read of the body waiting longer than ``timeout_s`` seconds
-    (the whole request's deadline is the load generator's). Call it inside a running event loop.
+    No connection cap (a cap would queue streams silently; a run's ``max_concurrency`` is held
+    by the load generator, where the wait is recorded), idle connections kept
+    :data:`KEEPALIVE_EXPIRY_S`, no read buffer limit, and no read of the body waiting longer
+    than ``timeout_s`` seconds (the whole request's deadline is the load generator's). Use it as
+    ``async with open_session(...) as session`` inside a running event loop.
     """
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0,
-                                     keepalive_timeout=KEEPALIVE_EXPIRY_S)
-    timeout = aiohttp.ClientTimeout(total=None, connect=30.0, sock_read=timeout_s)
-    return aiohttp.ClientSession(connector=connector, timeout=timeout,
-                                 read_bufsize=READ_BUFSIZE, auto_decompress=False)
+    return StreamSession(read_timeout_s=timeout_s, keepalive_s=KEEPALIVE_EXPIRY_S)
 
 
 def request_body(request: Request, model: str, endpoint: Endpoint) -> dict:
@@ -252,7 +245,7 @@ def _describe(exc: BaseException) -> str:
 
 
 async def send(
-    session: aiohttp.ClientSession,
+    session: StreamSession,
     base_url: str,
     request: Request,
     record: RequestRecord,
@@ -292,25 +285,28 @@ async def send(
         body = json.dumps(request_body(request, model, endpoint)).encode()
         record.sent_s = time.perf_counter() - t0
         url = base_url.rstrip("/") + PATHS[endpoint]
-        async with session.post(url, data=body, headers=_JSON) as resp:
-            if resp.status != 200:
-                text = (await resp.read()).decode("utf-8", "replace")
-                record.error = f"HTTP {resp.status}: {text[:300]}"
-                return record
-            # Read the body to its end, also past [DONE] (only the chunked encoding's last,
-            # empty chunk follows): a connection goes back to the pool only when its body was
-            # read through, and is closed otherwise (vllm bench serve's aiohttp client also
-            # reads to the end and keeps its connections).
-            if on_chunk is None:
-                async for data in resp.content.iter_any():
-                    stamps.append(time.perf_counter())
-                    reads.append(data)
-            else:
-                async for data in resp.content.iter_any():
-                    stream.feed(data, time.perf_counter(), on_chunk)
-                stream.close(time.perf_counter())
-    except (aiohttp.ClientError, asyncio.TimeoutError, RuntimeError, ValueError) as exc:
-        failure = exc            # msgspec's DecodeError is a ValueError
+        # The body is read to its end, also past [DONE] (only the chunked encoding's last,
+        # empty chunk follows): a connection goes back to the pool only when its response
+        # ended, and is closed otherwise.
+        if on_chunk is None:
+            def sink(data: bytes, stamp: float) -> None:
+                stamps.append(stamp)
+                reads.append(data)
+        else:
+            def sink(data: bytes, stamp: float) -> None:
+                stream.feed(data, stamp, on_chunk)
+        resp = await session.post(url, body, headers=_JSON, sink=sink)
+        if resp.status != 200:
+            text = resp.body.decode("utf-8", "replace")
+            record.error = f"HTTP {resp.status}: {text[:300]}"
+            return record
+        if on_chunk is not None:
+            stream.close(time.perf_counter())
+    except (OSError, ValueError, RuntimeError) as exc:
+        # OSError: no connection, StreamCut, ReadTimeout; ValueError: BadResponse, a malformed
+        # event seen by an on_chunk hook (msgspec's DecodeError is one); RuntimeError: an error
+        # object in the stream
+        failure = exc
     except asyncio.CancelledError:
         record.error = "cancelled"
         raise

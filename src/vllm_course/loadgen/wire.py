@@ -5,9 +5,8 @@ that wake-up (a task step through the event loop) is most of what a reader costs
 token. Measured on the client-ceiling benchmark (``benchmarks/client_ceiling.py``), an aiohttp
 reader that only stamps its reads cost 37-50 µs per event on a 2-core machine and 26 µs on the
 H200 host: more than half of ``vllm bench serve``'s own reader, and the course holds its whole
-client to at most half of that reader's CPU per streamed token. (The course's client,
-``loadgen.client``, still reads with aiohttp: it moves to this reader once that is measured
-against vLLM servers as well as here.)
+client to at most half of that reader's CPU per streamed token. With this reader the whole
+client cost 10.5-13.6 µs per event on the H200 host (``benchmarks/README.md``).
 
 Here a connection is an :class:`asyncio.Protocol`. ``data_received`` runs straight from the
 event loop's socket callback: it stamps the read with ``time.perf_counter()``, feeds the bytes

@@ -25,6 +25,7 @@ from vllm_course.workload import Request
 
 REQ = Request("hello there", output_len=3, prompt_len=4)
 CHAT_REQ = Request("hello there", output_len=3, prompt_len=6)
+CUT = "StreamCut: the connection closed before the response ended"
 
 
 def _send(
@@ -307,8 +308,8 @@ def test_dropped_connection_keeps_chunks_received() -> None:
     # the connection is aborted after the second token chunk
     events = events[:2] + [Drop()] + events[2:]
     r, fake = _send(events)
-    # aiohttp: the chunked body ended before its last chunk
-    assert r.error is not None and r.error.startswith("ClientPayloadError: "), r.error
+    # the chunked body ended before its last chunk
+    assert r.error is not None and r.error.startswith(CUT), r.error
     assert not r.success
     assert r.chunk_tokens == [1, 2]
     assert len(r.chunk_s) == 2
@@ -401,7 +402,7 @@ def test_read_timeout_is_recorded() -> None:
     # no byte for longer than the read timeout: the request fails with what arrived before
     events = completion_stream(["a", "b"])
     r, _ = _send(Script(events=events[:1] + [Delay(2.0)] + events[1:]), timeout_s=0.2)
-    assert r.error is not None and r.error.startswith(("SocketTimeoutError", "ServerTimeoutError"))
+    assert r.error is not None and r.error == "ReadTimeout: no response bytes for 0.2 s"
     assert r.chunk_tokens == [1]
     assert r.end_s - r.sent_s < 1.5
 
@@ -488,7 +489,7 @@ def test_on_chunk_skips_the_role_chunk_and_empty_chunks() -> None:
 def test_on_chunk_until_the_connection_drops() -> None:
     events = completion_stream(["a", "b", "c"])
     r, seen = _send_watched(events[:2] + [Drop()] + events[2:])
-    assert r.error is not None and r.error.startswith("ClientPayloadError: "), r.error
+    assert r.error is not None and r.error.startswith(CUT), r.error
     assert [n for n, _, _ in seen] == [1, 2]
 
 

@@ -177,20 +177,14 @@ def test_the_client_has_no_connection_cap_and_reads_with_the_load_timeout(
 
     async def settings():
         async with client.open_session(7.5) as session:
-            c = session.connector
-            return (c.limit, c.limit_per_host, session.timeout, c._keepalive_timeout,
-                    session._read_bufsize)
+            return session.read_timeout_s, session.keepalive_s, session.connect_timeout_s
 
-    limit, per_host, timeout, keepalive, bufsize = asyncio.run(settings())
-    # aiohttp caps a session at 100 connections by default: more streams would queue unseen
-    assert limit == 0 and per_host == 0
-    assert timeout.total is None and timeout.sock_read == 7.5 and timeout.connect == 30.0
-    assert keepalive == client.KEEPALIVE_EXPIRY_S
-    assert bufsize == client.READ_BUFSIZE >= 2**20
+    # no cap on connections (the next test), reads wait at most the load's timeout
+    assert asyncio.run(settings()) == (7.5, client.KEEPALIVE_EXPIRY_S, 30.0)
 
 
 def test_hundreds_of_streams_are_in_flight_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    # more than aiohttp's default 100 connections: none waits for another to finish
+    # more than 100 connections (aiohttp's default cap): none waits for another to finish
     fake = FakeSSE(Script(events=completion_stream(["a", "b"], delay_s=0.3)))
     result, _ = _run(fake, monkeypatch, _requests(150), LoadSpec(rate_rps=math.inf))
     assert all(r.success for r in result.records), {r.error for r in result.records}
@@ -310,7 +304,7 @@ def test_warmups_run_first_and_are_excluded(monkeypatch: pytest.MonkeyPatch) -> 
     assert all(not r.warmup for r in result.records)
     prompts = [c.body["prompt"] for c in fake.calls]
     assert sorted(prompts[:3]) == ["warm-0", "warm-1", "warm-2"]
-    assert prompts[3:] == ["req-0", "req-1"]
+    assert sorted(prompts[3:]) == ["req-0", "req-1"]   # sent at once: either may come first
     # warmup bodies are real requests (max_tokens from the warmup request)
     assert all(c.body["max_tokens"] == 1 for c in fake.calls[:3])
 
@@ -329,7 +323,7 @@ def test_failed_requests_stay_in_the_result(monkeypatch: pytest.MonkeyPatch) -> 
     errors = [r.error for r in result.records]
     assert errors[0] is None and errors[3] is None
     assert errors[1].startswith("HTTP 400: ") and "bad request" in errors[1]
-    assert errors[2].startswith("ClientPayloadError: "), errors[2]
+    assert errors[2].startswith("StreamCut: "), errors[2]
     assert result.records[2].chunk_tokens == [1]
     assert [r.success for r in result.records] == [True, False, False, True]
 
@@ -346,7 +340,7 @@ def test_real_socket_drop_and_http_error(monkeypatch: pytest.MonkeyPatch) -> Non
     fake = FakeSSE(script)
     result, _ = _run(fake, monkeypatch, _requests(3, output_len=6), LoadSpec())
     r0, r1, r2 = result.records
-    assert r0.error is not None and r0.error.startswith("ClientPayloadError")
+    assert r0.error is not None and r0.error.startswith("StreamCut: ")
     assert r0.chunk_tokens == [1, 1]
     assert r1.error is not None and r1.error.startswith("HTTP 400: ")
     assert "max_tokens is too large" in r1.error
@@ -364,9 +358,9 @@ def test_real_socket_read_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     result, _ = _run(fake, monkeypatch, _requests(1), LoadSpec(timeout_s=0.1))
     assert time.perf_counter() - t < 2.5  # gave up long before the 3 s pause ended
     (r,) = result.records
-    # aiohttp's read timeout or our per-request deadline, whichever fires first (both 0.1 s)
+    # the client's read timeout or our per-request deadline, whichever fires first (both 0.1 s)
     assert r.error is not None and r.error.startswith(
-        ("SocketTimeoutError", "ServerTimeoutError", "timeout: no complete")), r.error
+        ("ReadTimeout: no response bytes", "timeout: no complete")), r.error
     assert r.chunk_tokens == [1]
 
 
