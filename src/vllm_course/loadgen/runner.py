@@ -104,7 +104,8 @@ async def run_load(
             raise ValueError("offsets_s needs one non-decreasing send time per request")
     records = [RequestRecord(index=i, scheduled_s=float(t)) for i, t in enumerate(offsets)]
     hooks = hooks or LoadHooks()
-    count = workers.resolve_workers(len(requests), load, hooks)
+    count = workers.resolve_workers(len(requests), load, hooks,
+                                    workers.offered_events_per_s(requests, offsets))
     if count > 1:
         return await workers.run_in_workers(urls, model, requests, load, offsets, records,
                                             hooks, count)

@@ -52,6 +52,13 @@ offered) only at a full core with 78 % of the gaps bunched; two, four and six pr
 ms apart): 1,000 streams at 20 ms per step are 50k events/s, which three workers read at about
 two thirds of a core each. Each worker costs a start (a fresh interpreter: about a second of
 CPU), so fewer is better as long as none is busy."""
+EVENTS_PER_WORKER = 10_000
+"""Streamed events per second one worker is given when a run's offered rate is finite. With the
+course's reader (``loadgen/wire.py``) one process on the H200 host read 36.7k events/s at 10.5 µs
+per event with a timestamp error P99 of 0.56 ms (``benchmarks/client_ceiling.py``, 2026-12-03);
+a quarter of that leaves room for bursts of arrivals four times the mean rate. At 15 requests/s
+of 256 output tokens (3,840 events/s) one process is enough, however many requests the run
+holds."""
 MAX_AUTO_WORKERS = 8
 """The most workers chosen automatically (``load.workers`` may ask for more)."""
 START_DELAY_S = 0.2
@@ -68,24 +75,44 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def auto_workers(num_requests: int, load: LoadSpec, cores: int | None = None) -> int:
+def auto_workers(num_requests: int, load: LoadSpec, cores: int | None = None,
+                 events_per_s: float | None = None) -> int:
     """How many worker processes a run gets when ``load.workers`` is not set.
 
     One on a machine with fewer than 8 cores (a laptop, CI: the server needs the cores more).
     Otherwise one per :data:`STREAMS_PER_WORKER` streams that can be in flight at once (all the
-    requests, or ``max_concurrency``), at most half the cores (the rest stay with vLLM's own
-    processes) and at most :data:`MAX_AUTO_WORKERS`.
+    requests, or ``max_concurrency``), and, when the arrivals have a finite mean rate, no more
+    than one per :data:`EVENTS_PER_WORKER` of the events per second they offer
+    (``events_per_s``: requests/s x mean output tokens, one streamed event per token): a run at a
+    fixed rate has only rate x E2EL requests in flight, however many it holds. At most half the
+    cores (the rest stay with vLLM's own processes) and at most :data:`MAX_AUTO_WORKERS`.
     """
     cores = _cores() if cores is None else cores
     if cores < 8:
         return 1
     streams = min(num_requests, load.max_concurrency or num_requests)
-    return max(1, min(math.ceil(streams / STREAMS_PER_WORKER), cores // 2, MAX_AUTO_WORKERS))
+    wanted = math.ceil(streams / STREAMS_PER_WORKER)
+    if events_per_s is not None and math.isfinite(events_per_s):
+        wanted = min(wanted, math.ceil(events_per_s / EVENTS_PER_WORKER))
+    return max(1, min(wanted, cores // 2, MAX_AUTO_WORKERS))
 
 
-def resolve_workers(num_requests: int, load: LoadSpec, hooks: LoadHooks) -> int:
+def offered_events_per_s(requests: Sequence[Request], offsets_s: Sequence[float]) -> float:
+    """Mean streamed events per second the arrivals offer: requests per second over the span of
+    the send times, times the mean output tokens (one event per token). ``inf`` when every
+    request is due at once (the server's speed, not the arrivals, sets the event rate then)."""
+    span = float(max(offsets_s) - min(offsets_s)) if len(offsets_s) else 0.0
+    if span <= 0 or not requests:
+        return math.inf
+    mean_out = sum(r.output_len for r in requests) / len(requests)
+    return (len(requests) - 1) / span * mean_out
+
+
+def resolve_workers(num_requests: int, load: LoadSpec, hooks: LoadHooks,
+                    events_per_s: float | None = None) -> int:
     """The worker count of a run: ``load.workers``, else :func:`auto_workers`; never more than
     the requests (or the concurrency cap), and one for a run with an ``on_chunk`` hook.
+    ``events_per_s``: what :func:`offered_events_per_s` says of the run's arrivals.
 
     Raises:
         ValueError: ``load.workers`` > 1 with an ``on_chunk`` hook (the hook must run where the
@@ -96,7 +123,7 @@ def resolve_workers(num_requests: int, load: LoadSpec, hooks: LoadHooks) -> int:
             raise ValueError("an on_chunk hook runs in this process: it needs load.workers = 1 "
                              f"(got {load.workers})")
         return 1
-    wanted = load.workers or auto_workers(num_requests, load)
+    wanted = load.workers or auto_workers(num_requests, load, events_per_s=events_per_s)
     return max(1, min(wanted, num_requests, load.max_concurrency or num_requests))
 
 

@@ -112,6 +112,7 @@ def test_an_interrupted_run_marks_every_record_and_stops_its_workers():
             run = asyncio.create_task(run_load(url, "m", _requests(6), LoadSpec(workers=2),
                                                hooks=LoadHooks(sink=sunk.append)))
             while len(fake.calls) < 6:       # every request in flight (the workers started)
+                assert not run.done(), run.exception()    # a run that failed never gets there
                 await asyncio.sleep(0.05)
             run.cancel()                     # as Ctrl-C or a notebook's interrupt does
             with pytest.raises(asyncio.CancelledError):
@@ -140,8 +141,12 @@ def test_a_worker_that_dies_fails_the_run_with_its_records_marked():
         async with fake.serve() as url:
             killer = asyncio.create_task(kill_a_worker())
             with pytest.raises(workers.WorkerError, match="died"):
-                await run_load(url, "m", _requests(4), LoadSpec(workers=2),
-                               hooks=LoadHooks(sink=sunk.append))
+                try:
+                    await run_load(url, "m", _requests(4), LoadSpec(workers=2),
+                                   hooks=LoadHooks(sink=sunk.append))
+                finally:
+                    if not killer.done():    # the run ended before any worker was killed
+                        killer.cancel()
             await killer
 
     asyncio.run(go())
@@ -158,6 +163,18 @@ def test_workers_are_chosen_from_the_cores_and_the_load():
     assert workers.auto_workers(5000, many, cores=12) == 6          # half the cores
     assert workers.auto_workers(5000, LoadSpec(max_concurrency=512), cores=64) == 2
     assert workers.auto_workers(10**5, many, cores=128) == workers.MAX_AUTO_WORKERS
+    # at a finite rate, the events the arrivals offer bound it: 900 requests of 256 tokens at 15
+    # requests/s are 3,840 events/s, one worker's share, though 900 could be in flight
+    reqs = [Request(prompt="x", output_len=256)] * 900
+    offered = workers.offered_events_per_s(reqs, [i / 15 for i in range(900)])
+    assert offered == pytest.approx(15 * 256)
+    assert workers.auto_workers(900, many, cores=16, events_per_s=offered) == 1
+    assert workers.auto_workers(900, many, cores=16) == 3
+    fast = workers.offered_events_per_s(reqs, [i / 200 for i in range(900)])   # 51,200 events/s
+    assert workers.auto_workers(900, many, cores=16, events_per_s=fast) == 3  # streams bound it
+    assert workers.auto_workers(5000, many, cores=32, events_per_s=fast) == 6
+    assert workers.offered_events_per_s(reqs, [0.0] * 900) == math.inf     # all at once
+    assert workers.auto_workers(1000, many, cores=16, events_per_s=math.inf) == 3
     # asked for: as many as asked, never more than the requests or the cap
     assert workers.resolve_workers(3, LoadSpec(workers=8), LoadHooks()) == 3
     assert workers.resolve_workers(100, LoadSpec(workers=8, max_concurrency=2), LoadHooks()) == 2
