@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +25,7 @@ from vllm_course.config import (
     WorkloadSpec,
 )
 from vllm_course.env import machine
-from vllm_course.env.telemetry import Telemetry
+from vllm_course.env.telemetry import Telemetry, wait_until_idle
 from vllm_course.loadgen import LoadHooks, ProgressFn, run_load, warm_up
 from vllm_course.loadgen.client import ChunkHook
 from vllm_course.loadgen.selfcheck import ClientChecks, LoopLagMonitor, client_checks
@@ -34,6 +35,8 @@ from vllm_course.results import TTFT_GAP_MS, Checks, RunResult
 from vllm_course.server import ServerError, ServerPool, VLLMServer, default_pool
 from vllm_course.server.process import reset_prefix_cache
 from vllm_course.workload import WorkloadError
+
+log = logging.getLogger(__name__)
 
 
 def new_run_dir(root: str | Path, name: str) -> Path:
@@ -291,10 +294,17 @@ async def run_experiment(
             check_max_model_len(requests, served_len, endpoint=endpoint, tokenizer=model,
                                 source=source)
         hooks = _RunHooks(progress=progress, offsets=offsets, on_chunk=on_chunk,
-                          sample_interval_s=sample_interval_s)
+                          sample_interval_s=sample_interval_s,
+                          others=_other_server_pids(pool, server))
         return await _measure(config, server, requests, warmups, run_dir, hooks)
     finally:
         pool.release(server)
+
+
+def _other_server_pids(pool: ServerPool, server: VLLMServer) -> tuple[int, ...]:
+    """Pids of the pool's live servers other than ``server`` (a run waits until they idle)."""
+    return tuple(s.proc.pid for s in getattr(pool, "servers", ())
+                 if getattr(s, "proc", None) is not None and s.proc.pid != server.proc.pid)
 
 
 async def _measure(config: RunConfig, server: VLLMServer, requests, warmups, run_dir: Path,
@@ -326,6 +336,7 @@ class _RunHooks:
     offsets: list[float] | None = None
     on_chunk: ChunkHook | None = None
     sample_interval_s: float = 1.0
+    others: tuple[int, ...] = ()   # pids of the pool's other live servers (wait until idle)
 
 
 async def _run_with_probes(config: RunConfig, server: VLLMServer, requests, warmups,
@@ -349,6 +360,10 @@ async def _run_with_probes(config: RunConfig, server: VLLMServer, requests, warm
             await reset_prefix_cache(server.base_url)
         if warmups:
             await warm_up(server.base_url, warmups, load, config.server.model)
+        busy = await wait_until_idle(hooks.others)
+        if busy is not None:
+            log.warning("%s: the pool's other vLLM servers still used %.2f cores after 10 s; "
+                        "measuring anyway (their load slows this run)", config.name, busy)
         async with Sampler(server.base_url, hooks.sample_interval_s, telemetry) as sampler:
             async with LoopLagMonitor() as lag:
                 result = await run_load(

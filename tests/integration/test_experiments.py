@@ -81,6 +81,15 @@ def test_a_compare_of_one_running_sequence_against_the_default_is_significant(po
     #     (2.7-53.4) quiet, with 2 of 5 default repeats at 499 and 634 ms; 18.2x (8.5-39.3)
     #     light; 8.7x (3.2-23.2) harsh, with 3 of 5 default repeats at 323-403 ms.
     # One-seq's longer service time is what widens the gap, for ~15 s more of this test.
+    #
+    # The slow default repeats had a cause: a ci-fresh run failed with default repeats of 263
+    # and 200 tok/s exactly when they ran right after a one-seq repeat (841-920 when first in
+    # their round). A vLLM CPU server keeps a core busy for 0.6-1.0 s after its last request
+    # (measured: 1.0 core, then 0.00-0.08 idle), and on 2 cores the next server's run shared
+    # them. run_experiment now waits until the pool's other servers are idle
+    # (env.telemetry.wait_until_idle). Measured 2026-12-04, this test alone: without the wait
+    # default repeats 838, 206 (after one-seq), 919, 870, 867 tok/s, 13.3x (2.26-78.4); with
+    # it 869, 906, 945, 955, 903 tok/s, 26.4x (20.4-34.1).
     spec = CompareSpec(name="seqs", servers={"default": DEFAULT, "one-seq": ONE_SEQ},
                        metrics=["p50_ttft_ms"], repeats=5,
                        workload=SyntheticWorkload(num_requests=16, input_len=32,

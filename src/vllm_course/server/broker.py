@@ -14,7 +14,8 @@ Graded lab runs never borrow: they start their own servers with a pool they own.
 Protocol (JSON over HTTP, one request at a time):
 
 * ``GET /info`` → ``{"profile_args": {...}, "max_live": int}``;
-* ``GET /servers`` → ``{"configs": [ServerConfig, ...]}``: the settings of the servers running;
+* ``GET /servers`` → ``{"configs": [ServerConfig, ...], "pids": [int | null, ...]}``: the
+  settings and process ids of the servers running;
 * ``POST /acquire`` ``{"config": ServerConfig, "log_path": str | null}`` → ``{"key", "base_url",
   "pid", "log_path", "facts"}`` (starts a server if none with those settings runs; on failure HTTP
   500 with ``{"error", "cause", "log_tail"}``);
@@ -120,8 +121,11 @@ class PoolBroker:
                     self._reply(200, {"profile_args": broker.pool.profile_args,
                                       "max_live": broker.pool.max_live})
                 elif self.path == "/servers":
+                    servers = broker.pool.servers
                     self._reply(200, {"configs": [s.config.model_dump(mode="json")
-                                                  for s in broker.pool.servers]})
+                                                  for s in servers],
+                                      "pids": [s.proc.pid if s.proc else None
+                                               for s in servers]})
                 else:
                     self._reply(404, {"error": f"no such path {self.path}"})
 
@@ -154,9 +158,11 @@ class _Proc:
 @dataclass(frozen=True)
 class LiveServer:
     """A server running in the broker's pool, as :attr:`RemotePool.servers` lists it: its
-    settings only (a sweep asks which settings are live, to plan its order)."""
+    settings (a sweep asks which settings are live, to plan its order) and its process (a run
+    waits until the other servers are idle)."""
 
     config: ServerConfig
+    proc: _Proc | None = None
 
 
 class RemoteServer:
@@ -242,7 +248,10 @@ class RemotePool:
         """The servers running in the broker's pool now (their settings)."""
         resp = self._http.get("/servers")
         resp.raise_for_status()
-        return [LiveServer(ServerConfig.model_validate(c)) for c in resp.json()["configs"]]
+        reply = resp.json()
+        pids = reply.get("pids") or [None] * len(reply["configs"])
+        return [LiveServer(ServerConfig.model_validate(c), _Proc(pid) if pid else None)
+                for c, pid in zip(reply["configs"], pids, strict=True)]
 
     def release(self, server: RemoteServer) -> None:
         """Give a borrowed server back (it keeps running in the owner's pool)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vllm_course.env.telemetry import NVML, ProcessCPU, Telemetry
+from vllm_course.env.telemetry import IDLE_CORES, NVML, ProcessCPU, Telemetry, wait_until_idle
 
 
 @pytest.fixture
@@ -104,6 +105,38 @@ def test_process_cpu_after_the_process_exits(sleeping_child: subprocess.Popen) -
     sleeping_child.kill()
     sleeping_child.wait()
     assert cpu.sample() == {}
+
+
+# -- wait_until_idle ------------------------------------------------------------------------
+
+
+def test_waiting_for_no_servers_returns_at_once() -> None:
+    assert asyncio.run(wait_until_idle([])) is None
+
+
+def test_waiting_for_an_idle_process(sleeping_child: subprocess.Popen) -> None:
+    time.sleep(0.3)   # past the interpreter's start-up
+    assert asyncio.run(wait_until_idle([sleeping_child.pid], timeout_s=5)) is None
+
+
+def test_waiting_for_a_busy_process_gives_up_and_says_how_busy(
+    busy_child: subprocess.Popen,
+) -> None:
+    t = time.monotonic()
+    busy = asyncio.run(wait_until_idle([busy_child.pid], timeout_s=0.6))
+    assert busy is not None and busy >= IDLE_CORES   # one busy core (less on a loaded machine)
+    assert time.monotonic() - t >= 0.6
+
+
+def test_waiting_until_a_spinning_process_goes_idle() -> None:
+    # what a vLLM CPU server does after its last request: a core busy, then idle
+    with _child("import time\nt = time.monotonic()\nwhile time.monotonic() - t < 1.0: pass\n"
+                "time.sleep(60)") as proc:
+        t = time.monotonic()
+        assert asyncio.run(wait_until_idle([proc.pid], timeout_s=20)) is None
+        assert time.monotonic() - t >= 0.7     # it spun for 1 s from its start
+    # a process that is gone counts as idle
+    assert asyncio.run(wait_until_idle([proc.pid], timeout_s=5)) is None
 
 
 # -- NVML through a fake pynvml -------------------------------------------------------------

@@ -109,7 +109,8 @@ class _Pool:
 
     @property
     def servers(self):
-        return [type("S", (), {"config": c})() for configs in self.asked for c in configs]
+        return [type("S", (), {"config": c, "proc": type("P", (), {"pid": 4000 + i})()})()
+                for i, c in enumerate(c for configs in self.asked for c in configs)]
 
     def prestart(self, configs):
         self.asked.append(configs)
@@ -130,6 +131,8 @@ def test_the_broker_starts_them_for_a_borrower():
         assert stand_in.asked == [[config(1), config(2)]]
         # a sweep in a chapter kernel asks which settings run (to plan its order)
         assert [s.config for s in remote.servers] == [config(1), config(2)]
+        # and their processes (a run waits until the other servers are idle)
+        assert [s.proc.pid for s in remote.servers] == [4000, 4001]
         with pytest.raises(ServerError) as err:
             remote.prestart([config(9), config(2)])
         assert err.value.cause == "bad_flag" and err.value.log_tail == "error: bad"
