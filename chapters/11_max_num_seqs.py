@@ -273,9 +273,13 @@ pd.DataFrame(rows).T[["output_throughput_tok_s", "p99_tpot_ms", "p99_ttft_ms", "
 #   same batch of 8 measured 395 and 553 tok/s in one run). The notebook prints those rates and
 #   does not assert them. On a GPU a step of 8 costs little more than a step of 4, and the rise
 #   is large (see "On the H200").
-# - **It stops rising past the knee**: the server never runs more than 8 requests at once (the
-#   peak of `vllm:num_requests_running` is 8 at 16 and at 24 in flight), so 24 in flight run the
-#   same batch as 16, and the throughput cannot rise further. That is what the check asserts.
+# - **It stops rising past the knee**: the server never runs more than 8 requests at once, so 24
+#   in flight run the same batch as 16, and the throughput cannot rise further. The check asserts
+#   it with the engine steps: past the knee a freed slot is refilled from the server's waiting
+#   queue at the next step, so 16 and 24 in flight need the same steps for the same requests
+#   (within 5 %), and the peak of `vllm:num_requests_running` never exceeds 8. That peak is a
+#   sampled gauge: a scrape may land just after a request finished and read 7 (one CI run did, at
+#   24 in flight), so it is printed, not required to equal 8.
 #   The two points' token rates are printed beside it, but not compared: they are two
 #   measurements of the same batch, so their difference is the machine's noise, not vLLM's doing
 #   (a pause of the shared 2-core machine moves a 3-second point by a third or more: fresh-clone
@@ -327,16 +331,17 @@ nb.check(bool(fewer) and min(fewer) >= 1.6,
          f"{tput[QUEUED]:.0f} tok/s")
 peak_a = [r.server_metrics.num_requests_running_peak if r.server_metrics else None
           for r in result.runs(A)]
-# the batch is measured too: the peak of the running gauge is the cap at 16 and 24 in flight and
-# never above it (a peak is None when no scrape landed inside a short run while the machine was
-# paused)
-full_peaks = [peak_a[LEVELS.index(lv)] for lv in (QUEUED, HIGH)]
-nb.check(all(p is None or p <= FITS for p in peak_a) and any(p is not None for p in full_peaks)
-         and all(p is None or p == FITS for p in full_peaks),
+# the batch is measured too: past the knee the server's waiting queue refills a freed slot at the
+# next step, so 16 and 24 in flight run the same requests in the same engine steps (a few steps
+# apart at the run's end); the running gauge never exceeds the cap (its sampled peak may miss a
+# moment with all 8 slots filled: it read 7 at 24 in flight in one CI run)
+same = steps[QUEUED] and steps[HIGH] and abs(steps[QUEUED] - steps[HIGH]) <= 0.05 * steps[QUEUED]
+nb.check(bool(same) and all(p is None or p <= FITS for p in peak_a),
          "throughput stops rising past the knee (the batch stays at the cap)",
-         f"peak running {peak_a} at {'/'.join(map(str, LEVELS))} in flight; batch / median TPOT "
-         f"{rate[QUEUED]:.0f} -> {rate[HIGH]:.0f} tok/s from {QUEUED} to {HIGH}; measured output "
-         f"{tput[QUEUED]:.0f} -> {tput[HIGH]:.0f} tok/s")
+         f"engine steps {steps[QUEUED]} and {steps[HIGH]} at {QUEUED} and {HIGH} in flight; peak "
+         f"running {peak_a} at {'/'.join(map(str, LEVELS))} in flight (cap {FITS}); batch / median "
+         f"TPOT {rate[QUEUED]:.0f} -> {rate[HIGH]:.0f} tok/s from {QUEUED} to {HIGH}; measured "
+         f"output {tput[QUEUED]:.0f} -> {tput[HIGH]:.0f} tok/s")
 nb.check(ttft[HIGH] > 2 * ttft[CAP],
          "past the knee, median TTFT grows (requests queue for a slot)",
          f"{ttft[CAP]:.0f} -> {ttft[HIGH]:.0f} ms from {CAP} to {HIGH} in flight")
