@@ -599,6 +599,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--run-timeout", type=float, default=900.0,
                    help="seconds allowed for one vllm bench serve run")
     p.add_argument("--out", default="results", help="folder for compare-vllm-bench-<time>/")
+    p.add_argument("--merge", nargs="+", metavar="DIR", default=None,
+                   help="start nothing: read the comparison.json of earlier runs of one workload "
+                        "(each pair of runs on its own server, e.g. split over machine calls of "
+                        "limited time) and print one table over all their repeats")
     a = p.parse_args(argv)
     if a.num_requests < 1 or a.repeats < 1 or a.warmups < 0 or a.prime < 0 or not a.rate > 0 \
             or not a.burstiness > 0:
@@ -675,8 +679,63 @@ def measure(a: argparse.Namespace, run_dir: Path,
     return pairs, facts
 
 
+#: the arguments that define the workload and the tools' settings: runs merged must agree on them
+SAME_IN_MERGE = ("model", "num_requests", "input_len", "output_len", "rate", "burstiness",
+                 "arrivals", "warmups", "seed", "same_body")
+
+
+def load_pairs(path: Path) -> tuple[dict, list[tuple[ToolRun, ToolRun]]]:
+    """An earlier run's arguments and repeats from its ``comparison.json`` (``path`` is the file
+    or its folder), as the pairs :func:`build_table` and :func:`diagnostics` read.
+
+    Raises:
+        FileNotFoundError: no comparison.json there.
+    """
+    path = path / "comparison.json" if path.is_dir() else path
+    data = json.loads(path.read_text())
+    pairs = []
+    for rep in data["repeats"]:
+        vllm = ToolRun("vllm", rep["vllm"], rep["vllm_window"], rep.get("vllm_send_span_s"),
+                       rep.get("foreign_vllm_servers", []), rep.get("vllm_bursts") or {})
+        ours = ToolRun("ours", rep["ours"], rep["ours_window"], rep.get("ours_send_span_s"),
+                       [], rep.get("ours_bursts") or {}, rep.get("ours_workers", 1))
+        pairs.append((vllm, ours))
+    return data, pairs
+
+
+def merge(paths: list[Path]) -> int:
+    """Print one comparison over the repeats of several earlier runs of the same workload.
+
+    Returns 0 if the merged ratios pass, 1 if not, 2 if the runs differ in a setting of
+    :data:`SAME_IN_MERGE` (nothing merged then).
+    """
+    runs = [load_pairs(p) for p in paths]
+    first = runs[0][0]["args"]
+    for (data, _), path in zip(runs[1:], paths[1:], strict=True):
+        differ = [k for k in SAME_IN_MERGE if data["args"].get(k) != first.get(k)]
+        if differ:
+            print(f"{path}: not the same workload as {paths[0]} ({', '.join(differ)} differ); "
+                  "nothing merged", file=sys.stderr)
+            return 2
+    pairs = [pair for _, ps in runs for pair in ps]
+    a = argparse.Namespace(**{**first, "rate": float(first["rate"])})
+    table, mean_ratios = build_table(pairs)
+    ok, line = verdict(mean_ratios)
+    ready = ", ".join(str(data["server_startup"].get("ready_s")) for data, _ in runs)
+    header = (f"merged: {len(pairs)} repeats from {len(runs)} runs, each on its own server "
+              f"(ready in {ready} s): {a.model}, {a.num_requests} requests x {a.input_len} "
+              f"prompt / {a.output_len} output tokens, rate {first['rate']} req/s")
+    facts = {"idle_server_cpu_share": math.nan, "idle_machine_busy": math.nan}
+    out = [header, *[f"  {p}" for p in paths], "", *table, "", line, "",
+           *diagnostics(a, pairs, facts)[2:]]
+    print("\n".join(out))
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    if a.merge:
+        return merge([Path(p) for p in a.merge])
     run_dir = new_dir(a.out)
     print(f"results: {run_dir}", flush=True)
     requests, dataset = write_workload(a, run_dir)
@@ -706,7 +765,8 @@ def main(argv: list[str] | None = None) -> int:
                      "vllm_window": v.window, "ours_window": o.window,
                      "vllm_send_span_s": v.send_span_s, "ours_send_span_s": o.send_span_s,
                      "foreign_vllm_servers": sorted(set(v.foreign + o.foreign)),
-                     "vllm_bursts": v.bursts, "ours_bursts": o.bursts}
+                     "vllm_bursts": v.bursts, "ours_bursts": o.bursts,
+                     "ours_workers": o.workers}
                     for v, o in pairs],
         "env": env.facts()}, indent=2, default=str))
     print(f"written to {run_dir}/ (table.txt, comparison.json, vllm-bench-*.json, ours-*.json)")

@@ -63,3 +63,33 @@ def test_e2el_is_ttft_plus_itls_without_latencies_and_latencies_when_given(scrip
     assert mean_ms == pytest.approx(recorded["mean_e2el_ms"], rel=0, abs=ONE_US_MS)
     given = [0.5 + i for i in range(len(recorded["ttfts"]))]
     assert script.detailed_latencies({**recorded, "latencies": given}) == given
+
+
+# -- --merge: one table over runs split across machine calls --------------------------------
+
+BURST = ROOT / "reference" / "h200" / "bench" / "client-wire-2026-12-03" / "burst_comparison.json"
+POISSON = ROOT / "reference" / "h200" / "bench" / "client-wire-2026-12-04-poisson"
+
+
+def test_merging_recorded_runs_reads_every_repeat(script, tmp_path, capsys):
+    # the recorded burst (3 repeats, output tok/s ratio 0.940) and a copy with the tools'
+    # throughputs set equal: 6 repeats whose mean ratio is (3 x 0.940 + 3 x 1) / 6
+    data = json.loads(BURST.read_text())
+    for rep in data["repeats"]:
+        rep["ours"]["output_throughput"] = rep["vllm"]["output_throughput"]
+    (tmp_path / "comparison.json").write_text(json.dumps(data))
+    rc = script.main(["--merge", str(BURST), str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "merged: 6 repeats from 2 runs" in out
+    _, pairs = script.load_pairs(BURST)
+    recorded = [o.keys["output_throughput"] / v.keys["output_throughput"] for v, o in pairs]
+    merged = (sum(recorded) + 3.0) / 6
+    assert f"output_throughput ratio {merged:.3f}" in out
+    assert "repeat 6: client CPU per output token, ours / vllm bench serve's: 0.50" in out
+    assert rc == 1     # mean TPOT 1.100 in the recorded repeats: still outside 5 %
+
+
+def test_merging_runs_of_different_workloads_is_refused(script, capsys):
+    assert script.main(["--merge", str(BURST), str(POISSON)]) == 2
+    err = capsys.readouterr().err
+    assert "not the same workload" in err and "num_requests" in err
