@@ -640,8 +640,11 @@ def tool_order(a: argparse.Namespace, rep: int) -> tuple[str, str]:
     return "ours", "vllm"
 
 
-def measure(a: argparse.Namespace, run_dir: Path,
-            requests: list[Request], dataset: Path) -> tuple[list[tuple[ToolRun, ToolRun]], dict]:
+def measure(a: argparse.Namespace, run_dir: Path, requests: list[Request], dataset: Path,
+            on_repeat=None) -> tuple[list[tuple[ToolRun, ToolRun]], dict]:
+    """Start the server, prime it, and run both tools ``a.repeats`` times; ``on_repeat(pairs,
+    facts)`` is called after each repeat (the results so far are saved then, so a run stopped
+    from outside keeps its finished repeats)."""
     profile = env.current_profile()
     config = ServerConfig(model=a.model, args={"enable-prefix-caching": False})
     pairs = []
@@ -676,6 +679,8 @@ def measure(a: argparse.Namespace, run_dir: Path,
                     done[tool].foreign = foreign
                     server.check_alive()
                 pairs.append((done["vllm"], done["ours"]))
+                if on_repeat is not None:
+                    on_repeat(pairs, facts)
     return pairs, facts
 
 
@@ -739,8 +744,16 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = new_dir(a.out)
     print(f"results: {run_dir}", flush=True)
     requests, dataset = write_workload(a, run_dir)
-    pairs, facts = measure(a, run_dir, requests, dataset)
+    pairs, facts = measure(a, run_dir, requests, dataset,
+                           on_repeat=lambda p, f: report(a, run_dir, p, f, final=False))
+    return report(a, run_dir, pairs, facts, final=True)
 
+
+def report(a: argparse.Namespace, run_dir: Path, pairs: list[tuple[ToolRun, ToolRun]],
+           facts: dict, final: bool) -> int:
+    """Write ``table.txt`` and ``comparison.json`` for the repeats in ``pairs`` (after each
+    repeat, and at the end, when it is also printed). Returns the exit status: 0 pass, 1 fail,
+    2 the tools sent different prompts."""
     table, mean_ratios = build_table(pairs)
     ok, line = verdict(mean_ratios)
     same_input = all(v.keys["total_input_tokens"] == o.keys["total_input_tokens"]
@@ -749,14 +762,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{a.num_requests} requests x {a.input_len} prompt / {a.output_len} output tokens, "
               f"rate {_rate_str(a.rate)} req/s (burstiness {a.burstiness:g}), seed {a.seed}, "
               f"arrivals {a.arrivals}, "
-              f"{a.warmups} warmups, repeats {a.repeats}, order {a.order}")
+              f"{a.warmups} warmups, repeats {len(pairs)} of {a.repeats}, order {a.order}")
     check = ("total_input_tokens equal in every repeat (same prompts, no chat template)"
              if same_input else "MISMATCH: total_input_tokens differ between the tools")
     out = [header, "", *table, "", line, check, definition_check(pairs), "",
            *diagnostics(a, pairs, facts), "", "Notes:"]
     out += [f"  - {n}" for n in NOTES]
     text = "\n".join(out) + "\n"
-    print("\n" + text, end="")
+    if final:
+        print("\n" + text, end="")
     (run_dir / "table.txt").write_text(text)
     (run_dir / "comparison.json").write_text(json.dumps({
         "args": {**vars(a), "rate": _rate_str(a.rate)}, "server_startup": facts,
@@ -769,6 +783,9 @@ def main(argv: list[str] | None = None) -> int:
                      "ours_workers": o.workers}
                     for v, o in pairs],
         "env": env.facts()}, indent=2, default=str))
+    if not final:
+        print(f"repeat {len(pairs)}/{a.repeats} saved in {run_dir}/comparison.json", flush=True)
+        return 0
     print(f"written to {run_dir}/ (table.txt, comparison.json, vllm-bench-*.json, ours-*.json)")
     if not same_input:
         return 2

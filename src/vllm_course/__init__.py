@@ -16,8 +16,9 @@ this), bottom to top:
 5. ``results``: one saved run.
 6. ``diagnosis/`` and ``plots``: read a run.
 7. ``experiment``: one run, end to end (docs/architecture.md follows it step by step).
-8. ``tuning/`` (many runs: sweeps, SLO searches, compares) and ``grading/`` (the graded labs'
-   locked cells and scores; ``labs/README.md``), which never import each other.
+8. ``tuning/`` (many runs: sweeps, SLO searches, compares), ``grading/`` (the graded labs'
+   locked cells and scores; ``labs/README.md``) and ``reference/`` (the GPU reference runs:
+   chapters, labs and comparisons planned into device calls), which never import each other.
 9. ``notebook`` and ``cli``: what learners touch; then this API and ``python -m vllm_course``.
 """
 

@@ -248,10 +248,11 @@ def reference(path: str) -> dict | None:
 
 
 def show_reference_run(path: str, numbers: bool = True) -> None:
-    """Show a chapter's committed H200 run summary (``run.json`` as ``vllm-course reference``
-    writes it: ``headline``, ``failed``, ``numbers`` rows of ``quantity``/values, ``checks``
-    lines): the headline, why it stopped early if it did, the numbers as a table (unless
-    ``numbers`` is false) and the chapter's check lines. A summary not committed yet is said
+    """Show a chapter's committed H200 run summary (``run.json`` as ``vllm-course reference run``
+    writes it: ``headline``, ``failed``, ``numbers`` rows of ``quantity``/values, which a person
+    fills from the run's outputs, ``checks`` lines): the headline, why it stopped early if it
+    did, the numbers as a table (unless ``numbers`` is false or there are none yet) and the
+    chapter's check lines. A summary not committed yet is said
     to be pending, as :func:`reference` does."""
     run = reference(path)
     if run is None:
@@ -259,7 +260,7 @@ def show_reference_run(path: str, numbers: bool = True) -> None:
     print(run["headline"])
     if run.get("failed"):
         print("stopped early:", run["failed"])
-    if numbers:
+    if numbers and run.get("numbers"):
         import pandas as pd
         from IPython.display import display
 

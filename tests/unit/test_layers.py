@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"results"},                                    # one saved run
     {"diagnosis", "plots"},                         # read a run
     {"experiment"},                                 # one run, end to end
-    {"tuning", "grading"},                          # many runs; graded lab runs (never each other)
+    {"tuning", "grading", "reference"},             # many runs; graded lab runs; GPU reference runs
     {"notebook", "cli"},                            # what learners touch
     {"__init__", "__main__"},                       # the public API; python -m vllm_course
 ]

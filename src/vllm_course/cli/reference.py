@@ -1,0 +1,82 @@
+"""``vllm-course reference``: the GPU reference runs (plan, run one device call, unpack)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from vllm_course.cli.base import BadInput, main
+
+
+def _calls(items: tuple[str, ...], profile: str, call_s: int):
+    from vllm_course.reference import catalog, plan, select
+
+    try:
+        return plan(select(list(items), catalog(profile)), call_s=call_s)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
+@main.group()
+def reference() -> None:
+    """GPU reference runs: chapters, labs and comparisons split into device calls."""
+
+
+@reference.command("plan")
+@click.argument("items", nargs=-1, required=True)
+@click.option("--profile", default="h200", show_default=True,
+              help="The reference profile whose last runs give the estimates.")
+@click.option("--call-s", type=click.IntRange(min=60), default=540, show_default=True,
+              help="Seconds one device call may take.")
+def reference_plan(items: tuple[str, ...], profile: str, call_s: int) -> None:
+    """Print how ITEMS (ch01-ch08, lab03, bench-burst, demo, chapters, labs, bench, all) split
+    into device calls, with the estimated device time; runs nothing."""
+    from vllm_course.reference.plan import describe
+
+    click.echo(describe(_calls(items, profile, call_s)))
+
+
+@reference.command("run")
+@click.argument("items", nargs=-1, required=True)
+@click.option("--call", "number", type=click.IntRange(min=1), required=True,
+              help="Which call of the plan to run (1-based).")
+@click.option("--call-s", type=click.IntRange(min=60), default=540, show_default=True,
+              help="Seconds this call may take: nothing starts after, a running item stops.")
+@click.option("--out", default="results/reference", show_default=True,
+              help="Where the items' folders go.")
+@click.option("--pack", "pack_to", default=None,
+              help="Also pack the call's folder into at most 8 files of 16 MiB here (e.g. $OUT).")
+def reference_run(items: tuple[str, ...], number: int, call_s: int, out: str,
+                  pack_to: str | None) -> None:
+    """Run call NUMBER of the plan for ITEMS on this machine (the device machine)."""
+    from vllm_course import env
+    from vllm_course.reference.plan import describe
+    from vllm_course.reference.run import pack, run_call
+
+    calls = _calls(items, env.current_profile().name, call_s)
+    if number > len(calls):
+        raise BadInput(f"the plan has {len(calls)} call(s), not {number}")
+    click.echo(describe(calls))
+    folder = Path(out) / f"call-{number}"
+    runs = run_call(calls[number - 1], folder, calls=len(calls), echo=click.echo)
+    ok = sum(r["exit"] == 0 for r in runs)
+    click.echo(f"call {number}: {ok} of {len(calls[number - 1].items)} item(s) ok; {folder}")
+    if pack_to:
+        for part in pack(folder, Path(pack_to), f"reference-call-{number}"):
+            click.echo(f"packed {part} ({part.stat().st_size / 2**20:.1f} MiB)")
+
+
+@reference.command("unpack")
+@click.argument("parts", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--profile", default="h200", show_default=True)
+def reference_unpack(parts: tuple[str, ...], profile: str) -> None:
+    """Put what a call packed (PARTS: reference-call-K.tgz.NN) under reference/PROFILE/."""
+    from vllm_course.reference.run import unpack
+
+    try:
+        written = unpack([Path(p) for p in parts], profile)
+    except (ValueError, OSError) as exc:
+        raise BadInput(str(exc)) from None
+    for folder in written:
+        click.echo(f"reference/{folder}")

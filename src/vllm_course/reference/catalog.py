@@ -1,0 +1,138 @@
+"""What a reference run can run, and how long each item is expected to take on the device.
+
+An item's estimate is its last run's ``wall_s`` from the ``run.json`` committed in its results
+folder when there is one (the device seconds it took there), else :data:`DEFAULT_S` for its
+kind. Its ``servers`` are the server settings (``ServerConfig.key()``) that run recorded, so
+the plan can put items that share a server side by side; empty when not known yet.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+REFERENCE_ROOT = REPO_ROOT / "reference"
+
+#: Device seconds assumed for an item never run on the device, by kind. Sources: the H200 runs
+#: of 2026-11/12 (reference/h200/): chapters took 137-389 s each with their server starts
+#: (100-130 s for a 7B card), lab02/lab03 calibrations 337 and 438 s, a Poisson comparison of
+#: 900 requests x 2 repeats per tool about 400 s with its server start.
+DEFAULT_S = {"chapter": 300, "lab": 450, "bench": 420, "demo": 240}
+
+#: The harness comparisons: issue 19's two workloads (compare_vllm_bench.py's flags). The
+#: script saves its table after every repeat, so a call's end keeps the repeats it finished;
+#: ``compare_vllm_bench.py --merge`` joins the repeats of several calls.
+BENCH_ARGS = {
+    "bench-poisson": ("--num-requests", "900", "--input-len", "1024", "--output-len", "256",
+                      "--rate", "15", "--repeats", "2"),
+    "bench-burst": ("--num-requests", "1000", "--input-len", "128", "--output-len", "512",
+                    "--rate", "inf", "--repeats", "3", "--prime", "1"),
+}
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing to run on the device.
+
+    Attributes:
+        id: ``ch11``, ``lab03``, ``bench-burst``, ``demo``.
+        kind: ``chapter``, ``lab``, ``bench`` or ``demo``.
+        source: the chapter's notebook (repository-relative), else the lab id or script.
+        dest: its results folder under ``reference/<profile>/``.
+        estimate_s: expected device seconds, server starts included (s).
+        estimate_from: where the estimate comes from, for a person.
+        servers: server settings its last run used (``ServerConfig.key()``), empty if unknown.
+    """
+
+    id: str
+    kind: str
+    source: str
+    dest: str
+    estimate_s: int
+    estimate_from: str
+    servers: tuple[str, ...] = field(default=())
+
+    def argv(self, model: str, profile: str, out: Path) -> list[str]:
+        """The command that runs a lab, bench or demo item, writing into ``out`` (a chapter
+        runs in a kernel instead: ``[]``)."""
+        py = [sys.executable]
+        if self.kind == "lab":
+            return [*py, "-m", "vllm_course", "calibrate", self.id, "--profile", profile,
+                    "--out", str(out / "calibration.json")]
+        if self.kind == "bench":
+            return [*py, str(REPO_ROOT / self.source), "--model", model,
+                    *BENCH_ARGS[self.id], "--out", str(out)]
+        if self.kind == "demo":
+            return [*py, "-m", "vllm_course", "demo", "--results", str(out)]
+        return []
+
+
+def _last_run(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _item(id_: str, kind: str, source: str, dest: str, profile: str) -> Item:
+    last = _last_run(REFERENCE_ROOT / profile / dest)
+    if isinstance(last.get("wall_s"), int | float):
+        how = f"its last run: {last['wall_s']:.0f} s on {last.get('measured', '?')}"
+        estimate = int(round(last["wall_s"]))
+    else:
+        how, estimate = f"not run yet: the default for a {kind}", DEFAULT_S[kind]
+    return Item(id_, kind, source, dest, estimate, how, tuple(last.get("servers", ())))
+
+
+def catalog(profile: str = "h200", root: Path = REPO_ROOT) -> list[Item]:
+    """Every item, in the course's order: the demo, chapters, labs, then the comparisons."""
+    items = [_item("demo", "demo", "vllm_course demo", "demo", profile)]
+    for nb in sorted((root / "chapters").glob("[0-9][0-9]_*.ipynb")):
+        items.append(_item(f"ch{nb.name[:2]}", "chapter", nb.relative_to(root).as_posix(),
+                           f"chapters/{nb.stem}", profile))
+    for lab in sorted((root / "labs" / "source").glob("lab[0-9][0-9]")):
+        items.append(_item(lab.name, "lab", lab.name, f"labs/{lab.name}", profile))
+    for bench in BENCH_ARGS:
+        items.append(_item(bench, "bench", "benchmarks/compare_vllm_bench.py", f"bench/{bench}",
+                           profile))
+    return items
+
+
+GROUPS = {"chapters": "chapter", "labs": "lab", "bench": "bench"}
+
+
+def select(words: list[str], items: list[Item]) -> list[Item]:
+    """The items ``words`` name, in the catalog's order, each once: ids (``ch11``, ``lab03``,
+    ``bench-burst``, ``demo``), ranges of one kind (``ch01-ch08``), ``chapters``, ``labs``,
+    ``bench`` or ``all``.
+
+    Raises:
+        ValueError: a word names nothing (the message lists what exists).
+    """
+    by_id = {i.id: i for i in items}
+    chosen: set[str] = set()
+    for word in words:
+        w = word.strip().lower()
+        if w == "all":
+            chosen |= set(by_id)
+        elif w in GROUPS:
+            chosen |= {i.id for i in items if i.kind == GROUPS[w]}
+        elif m := re.fullmatch(r"([a-z]+)(\d+)-([a-z]+)?(\d+)", w):
+            prefix, lo, prefix2, hi = m.group(1), int(m.group(2)), m.group(3), int(m.group(4))
+            if prefix2 not in (None, prefix):
+                raise ValueError(f"{word!r}: a range stays within one kind, e.g. ch01-ch08")
+            found = {i.id for i in items if re.fullmatch(rf"{prefix}(\d+)", i.id)
+                     and lo <= int(i.id[len(prefix):]) <= hi}
+            if not found:
+                raise ValueError(f"{word!r} names no item; there are: {', '.join(by_id)}")
+            chosen |= found
+        elif w in by_id:
+            chosen.add(w)
+        else:
+            raise ValueError(f"{word!r} names no item; there are: {', '.join(by_id)}, "
+                             "ranges like ch01-ch08, chapters, labs, bench, all")
+    return [i for i in items if i.id in chosen]

@@ -1,0 +1,315 @@
+"""Run one call of a reference plan on this machine, and pack what it wrote.
+
+Chapters execute unchanged in a fresh kernel each (nbclient, the engine papermill drives: the
+notebooks take no parameters), borrowing servers from the call's own pool through the broker,
+as CI runs them; labs, comparisons and the demo run as commands in their own process group.
+Each item gets ``<out>/<dest>/`` with ``run.json`` (what ran, where, how long, its checks),
+``outputs.txt`` and figures for a chapter, and the small files its run wrote; nothing runs
+once the call's time is spent, and an item still running then is stopped, its partial output
+kept. :func:`pack` turns the folder into at most 8 files of at most 16 MiB (what comes back
+from the device machine); :func:`unpack` puts them under ``reference/<profile>/``.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tarfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from vllm_course import env
+from vllm_course.env import doctor, machine
+from vllm_course.reference.catalog import REFERENCE_ROOT, REPO_ROOT, Item
+from vllm_course.reference.plan import Call
+from vllm_course.server import ServerPool
+from vllm_course.server.broker import ENV_VAR, PoolBroker
+
+#: An item is not started with less than this left of the call (s): a 7B server alone needs
+#: 100-130 s to start on the H200.
+MIN_LEFT_S = 60
+#: Files a run wrote are packed when they are at most this big (bytes) and of these kinds;
+#: request logs and workloads are left out (the summaries carry their numbers).
+MAX_FILE_BYTES = 2 * 2**20
+KEEP_SUFFIXES = (".json", ".png", ".txt", ".md")
+LEAVE_OUT = ("requests.jsonl", "workload.jsonl", "vllm-custom.jsonl")
+#: What comes back from the device machine: at most 8 files of 16 MiB each.
+PART_BYTES = 16 * 2**20 - 4096
+#: The pack's list of items and their folders (``{"ch11": "chapters/11_max_num_seqs"}``).
+MANIFEST = "items.json"
+MAX_PARTS = 8
+
+
+def server_id(key: str) -> str:
+    """A short, stable name for a server's settings (``ServerConfig.key()``)."""
+    return hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+def machine_facts() -> dict:
+    """Where the run happens: GPU (name and MiB), driver, vLLM, torch, profile, date (UTC)."""
+    gpus = machine.gpu_info()
+    gpu = ", ".join(f"{g.name} ({g.memory_mib:,} MiB)" for g in gpus) or "none (CPU)"
+    return {"measured": dt.datetime.now(dt.UTC).date().isoformat(), "gpu": gpu,
+            "driver": machine.driver_version(), "vllm_version": env.vllm_version(),
+            "torch": doctor.torch_version(), "profile": env.current_profile().name}
+
+
+def notebook_outputs(nb) -> tuple[str, list[bytes], list[str]]:
+    """An executed notebook's printed text (streams and plain-text results, in order), its PNG
+    figures, and its ``nb.check`` lines (``ok: ...``)."""
+    text, pngs = [], []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                text.append(out.get("text", ""))
+            elif out.get("output_type") in ("execute_result", "display_data"):
+                data = out.get("data", {})
+                if "image/png" in data:
+                    pngs.append(base64.b64decode(data["image/png"]))
+                elif "text/plain" in data:
+                    text.append(data["text/plain"] + "\n")
+            elif out.get("output_type") == "error":
+                text.append(f"{out.get('ename')}: {out.get('evalue')}\n")
+    joined = "".join(text)
+    checks = [line for line in joined.splitlines() if line.startswith("ok: ")]
+    return joined, pngs, checks
+
+
+def copy_small_files(src: Path, dest: Path, since: float) -> list[str]:
+    """Copy the files under ``src`` written since ``since`` (epoch s) that are worth packing
+    (:data:`KEEP_SUFFIXES`, at most :data:`MAX_FILE_BYTES`) to ``dest``, keeping their paths.
+    Returns what was left out, as ``path (why)``."""
+    left_out = []
+    if not src.is_dir():
+        return left_out
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        rel = path.relative_to(src)
+        if path.stat().st_mtime < since:
+            continue
+        if path.name in LEAVE_OUT or path.suffix not in KEEP_SUFFIXES:
+            continue
+        if path.stat().st_size > MAX_FILE_BYTES:
+            left_out.append(f"{rel} ({path.stat().st_size / 2**20:.1f} MiB)")
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest / rel)
+    return left_out
+
+
+class _Recorder:
+    """Records the server settings the pool hands out while an item runs."""
+
+    def __init__(self, pool: ServerPool):
+        self.keys: list[str] = []
+        acquire, prestart = pool.acquire, pool.prestart
+
+        def on_acquire(config, log_path=None):
+            self._add(config.key())
+            return acquire(config, log_path=log_path)
+
+        def on_prestart(configs):
+            for c in configs:
+                self._add(c.key())
+            return prestart(configs)
+
+        pool.acquire, pool.prestart = on_acquire, on_prestart
+
+    def _add(self, key: str) -> None:
+        if server_id(key) not in self.keys:
+            self.keys.append(server_id(key))
+
+    def take(self) -> list[str]:
+        keys, self.keys = self.keys, []
+        return keys
+
+
+def run_chapter(item: Item, dest: Path, broker_url: str, deadline: float) -> dict:
+    """Execute a chapter notebook unchanged against the broker's servers; write its
+    ``outputs.txt`` and figures in ``dest``. Returns run.json's fields about the run."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, DeadKernelError
+
+    path = REPO_ROOT / item.source
+    nb = nbformat.read(path, as_version=4)
+    t0, failed, exit_code = time.time(), None, 0
+    saved = {k: os.environ.get(k) for k in (ENV_VAR, "MPLBACKEND")}
+    os.environ.update({ENV_VAR: broker_url, "MPLBACKEND": "Agg"})
+    try:
+        NotebookClient(nb, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}},
+                       timeout_func=lambda cell: max(1, int(deadline - time.monotonic()))
+                       ).execute()
+    except CellExecutionError as exc:
+        failed, exit_code = f"{exc.ename}: {exc.evalue}", 1
+    except (TimeoutError, DeadKernelError) as exc:
+        failed, exit_code = f"stopped: {type(exc).__name__} (the call's time ran out?)", None
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    text, pngs, checks = notebook_outputs(nb)
+    (dest / "outputs.txt").write_text(text)
+    for n, png in enumerate(pngs, start=1):
+        (dest / f"figure-{n:02d}.png").write_bytes(png)
+    left_out = copy_small_files(REPO_ROOT / "results" / "chapters" / path.stem, dest / "runs",
+                                since=t0)
+    return {"how": "the notebook executed top to bottom, unchanged (nbclient), servers "
+                   "borrowed from the call's pool",
+            "exit": exit_code, "failed": failed, "checks": checks, "left_out": left_out}
+
+
+def run_command(item: Item, dest: Path, model: str, profile: str, deadline: float) -> dict:
+    """Run a lab calibration, comparison or the demo as a command writing into a scratch folder
+    beside ``dest``, then copy the files worth packing into ``dest``; its console output goes to
+    ``dest/log.txt``. Stopped (process group and all) at ``deadline``."""
+    work = dest.with_name(dest.name + ".work")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    argv = item.argv(model, profile, work)
+    with (dest / "log.txt").open("w") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+                                start_new_session=True)
+        try:
+            exit_code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            failed = None if exit_code == 0 else f"exit status {exit_code}"
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            exit_code, failed = None, "stopped: the call's time ran out"
+    left_out = copy_small_files(work, dest, since=0)
+    shutil.rmtree(work, ignore_errors=True)
+    shown = [Path(argv[0]).name, *(a.replace(str(work), "OUT") for a in argv[1:])]
+    return {"how": " ".join(shown), "exit": exit_code, "failed": failed, "left_out": left_out}
+
+
+def run_call(call: Call, out: Path, *, calls: int = 1,
+             echo: Callable[[str], None] = print) -> list[dict]:
+    """Run ``call``'s items in order into ``out/<dest>/``; returns their run.json contents.
+
+    One pool, owned here and stopped at the end (process groups and all), serves every item;
+    chapters borrow from it, commands start their own servers.
+    """
+    deadline = time.monotonic() + call.limit_s
+    facts = machine_facts()
+    profile = env.current_profile()
+    pool = ServerPool(max_live=profile.max_live_servers, profile_args=profile.server_args)
+    recorder = _Recorder(pool)
+    done: list[dict] = []
+    dests: dict[str, str] = {}
+    try:
+        with PoolBroker(pool) as url:
+            for item in call.items:
+                dest = out / item.dest
+                if dest.exists():
+                    shutil.rmtree(dest)
+                dest.mkdir(parents=True)
+                left = deadline - time.monotonic()
+                t = time.monotonic()
+                if left < MIN_LEFT_S:
+                    fields = {"how": "not started", "exit": None, "checks": [], "left_out": [],
+                              "failed": f"not started: {left:.0f} s of the call were left"}
+                elif item.kind == "chapter":
+                    echo(f"[{item.id}] running {item.source} (~{item.estimate_s} s, "
+                         f"{left:.0f} s left in the call)")
+                    fields = run_chapter(item, dest, url, deadline)
+                else:
+                    echo(f"[{item.id}] running {item.source} (~{item.estimate_s} s, "
+                         f"{left:.0f} s left in the call)")
+                    fields = run_command(item, dest, profile.model, profile.name, deadline)
+                wall = round(time.monotonic() - t)
+                run = {"item": item.id, "kind": item.kind, **facts, "model": profile.model,
+                       "device_call": f"{call.number} of {calls}", "wall_s": wall,
+                       "estimate_s": item.estimate_s, **fields,
+                       "servers": recorder.take(), "numbers": []}
+                run["headline"] = (
+                    f"{facts['gpu']} run of {item.id}: {facts['measured']}, vLLM "
+                    f"{facts['vllm_version']}, driver {facts['driver']}, profile "
+                    f"{facts['profile']}, device call {call.number} of {calls}, {wall} s "
+                    f"(estimated {item.estimate_s} s)")
+                run["files"] = sorted(p.relative_to(dest).as_posix()
+                                      for p in dest.rglob("*") if p.is_file()) + ["run.json"]
+                (dest / "run.json").write_text(json.dumps(run, indent=1) + "\n")
+                echo(f"[{item.id}] {'ok' if run['exit'] == 0 else run['failed']} in {wall} s")
+                done.append(run)
+                dests[item.id] = item.dest
+                (out / MANIFEST).write_text(json.dumps(dests, indent=1) + "\n")
+    finally:
+        pool.close()
+    return done
+
+
+def pack(folder: Path, to: Path, name: str) -> list[Path]:
+    """``folder`` as a gzipped tar split into parts ``<name>.tgz.NN`` of at most
+    :data:`PART_BYTES` in ``to``.
+
+    Raises:
+        ValueError: it needs more than :data:`MAX_PARTS` parts (nothing written).
+    """
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(folder, arcname=".")
+    data = buf.getvalue()
+    n = max(1, -(-len(data) // PART_BYTES))
+    if n > MAX_PARTS:
+        raise ValueError(f"{folder} packs to {len(data) / 2**20:.1f} MiB, more than "
+                         f"{MAX_PARTS} parts of {PART_BYTES / 2**20:.0f} MiB: run fewer items")
+    to.mkdir(parents=True, exist_ok=True)
+    parts = []
+    for i in range(n):
+        part = to / f"{name}.tgz.{i:02d}"
+        part.write_bytes(data[i * PART_BYTES:(i + 1) * PART_BYTES])
+        parts.append(part)
+    return parts
+
+
+def unpack(parts: list[Path], profile: str = "h200", root: Path = REFERENCE_ROOT) -> list[str]:
+    """Join ``parts`` (in name order) and put each item's folder they hold (as their
+    :data:`MANIFEST` lists them) under ``root/<profile>/``, replacing what was there. Returns
+    the folders written, relative to ``root``.
+
+    Raises:
+        ValueError: a member is not a plain file or folder inside the pack, or the parts hold
+            no manifest.
+    """
+    data = b"".join(p.read_bytes() for p in sorted(parts))
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        files = {}
+        for m in tar.getmembers():
+            name = m.name.removeprefix("./")
+            if m.name.startswith("/") or ".." in Path(name).parts or not (m.isfile()
+                                                                          or m.isdir()):
+                raise ValueError(f"refusing {m.name!r}: not a plain file inside the pack")
+            if m.isfile():
+                files[name] = tar.extractfile(m).read()
+    if MANIFEST not in files:
+        raise ValueError(f"the parts hold no {MANIFEST}: not a pack of `vllm-course reference "
+                         "run`, or a part is missing")
+    written = []
+    for dest in json.loads(files[MANIFEST]).values():
+        target = root / profile / dest
+        if target.exists():
+            shutil.rmtree(target)
+        for name, content in files.items():
+            if name.startswith(dest + "/"):
+                out = target / name[len(dest) + 1:]
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(content)
+        written.append(f"{profile}/{dest}")
+    return written

@@ -1,0 +1,243 @@
+"""``vllm_course.reference``: items, their plan into device calls, what a call writes and packs.
+
+Nothing here starts vLLM: commands are stand-ins (a Python one-liner), notebooks are built in
+memory. The device runs themselves are the reference results under ``reference/h200/``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from vllm_course.reference import catalog, plan, select
+from vllm_course.reference import run as runmod
+from vllm_course.reference.catalog import DEFAULT_S, REPO_ROOT, Item
+from vllm_course.reference.plan import Call, describe, grouped
+
+
+def _item(id_: str, seconds: int, servers: tuple[str, ...] = (), kind: str = "chapter") -> Item:
+    return Item(id_, kind, f"chapters/{id_}.ipynb", f"chapters/{id_}", seconds, "test", servers)
+
+
+# -- the catalog -----------------------------------------------------------------------------
+
+
+def test_the_catalog_has_every_chapter_lab_and_comparison_with_estimates():
+    items = catalog("h200")
+    ids = [i.id for i in items]
+    chapters = sorted(REPO_ROOT.glob("chapters/[0-9][0-9]_*.ipynb"))
+    assert ids[0] == "demo"
+    assert [i for i in ids if i.startswith("ch")] == [f"ch{p.name[:2]}" for p in chapters]
+    assert {"lab01", "lab04", "bench-poisson", "bench-burst"} <= set(ids)
+    ch01 = next(i for i in items if i.id == "ch01")
+    # chapter 01's committed H200 run took 137 s (reference/h200/chapters/01_welcome/run.json)
+    recorded = json.loads((REPO_ROOT / "reference/h200/chapters/01_welcome/run.json").read_text())
+    assert ch01.estimate_s == recorded["wall_s"] and "last run" in ch01.estimate_from
+    unmeasured = catalog("no-such-profile")
+    assert all(i.estimate_s == DEFAULT_S[i.kind] for i in unmeasured)
+
+
+def test_select_ids_ranges_and_groups_in_catalog_order():
+    items = catalog("h200")
+    assert [i.id for i in select(["lab03", "ch03-ch05", "demo"], items)] == \
+        ["demo", "ch03", "ch04", "ch05", "lab03"]
+    assert [i.id for i in select(["bench", "ch02", "CH02"], items)] == \
+        ["ch02", "bench-poisson", "bench-burst"]
+    assert len(select(["all"], items)) == len(items)
+    assert {i.kind for i in select(["labs"], items)} == {"lab"}
+
+
+@pytest.mark.parametrize("word", ["ch99", "lab", "ch01-lab02", "ch40-ch50", "burst"])
+def test_select_names_what_exists_when_a_word_names_nothing(word):
+    with pytest.raises(ValueError, match="ch01"):
+        select([word], catalog("h200"))
+
+
+def test_commands_write_into_the_folder_given(tmp_path):
+    items = {i.id: i for i in catalog("h200")}
+    lab = items["lab02"].argv("mistral-7b-v0.3", "h200", tmp_path)
+    assert lab[1:5] == ["-m", "vllm_course", "calibrate", "lab02"]
+    assert lab[-2:] == ["--out", str(tmp_path / "calibration.json")] and "h200" in lab
+    bench = items["bench-burst"].argv("mistral-7b-v0.3", "h200", tmp_path)
+    assert bench[1].endswith("benchmarks/compare_vllm_bench.py")
+    assert bench[bench.index("--rate") + 1] == "inf" and bench[-1] == str(tmp_path)
+    assert items["ch01"].argv("m", "h200", tmp_path) == []
+
+
+# -- the plan ---------------------------------------------------------------------------------
+
+
+def test_items_sharing_a_server_stand_together_others_keep_their_place():
+    items = [_item("a", 10, ("s1",)), _item("b", 10), _item("c", 10, ("s2",)),
+             _item("d", 10, ("s1", "s2")), _item("e", 10, ("s2",))]
+    assert [i.id for i in grouped(items)] == ["a", "d", "b", "c", "e"]
+
+
+def test_calls_fill_up_to_the_limit_and_a_long_item_gets_a_call_of_its_own():
+    items = [_item("a", 200), _item("b", 300), _item("c", 100), _item("d", 700), _item("e", 50)]
+    calls = plan(items, call_s=540)
+    assert [[i.id for i in c.items] for c in calls] == [["a", "b"], ["c"], ["d"], ["e"]]
+    assert [c.estimate_s for c in calls] == [500, 100, 700, 50]
+    assert [c.over for c in calls] == [False, False, True, False]
+    text = describe(calls)
+    assert "call 3: ~700 s of 540 s  OVER the limit" in text
+    assert "4 call(s), ~24.5 device minutes" in text     # (1350 + 120 s of staging) / 60
+
+
+@pytest.mark.parametrize("items, call_s", [([], 540), ([_item("a", 1)], 0)])
+def test_a_plan_of_nothing_or_of_no_time_is_refused(items, call_s):
+    with pytest.raises(ValueError):
+        plan(items, call_s=call_s)
+
+
+# -- what a call writes -----------------------------------------------------------------------
+
+PNG = base64.b64encode(b"\x89PNG fake").decode()
+
+
+def test_a_notebooks_printed_text_figures_and_checks_are_read_in_order():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# title"), nbformat.v4.new_code_cell("x")]
+    nb.cells[1].outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="ok: a claim  [1 -> 2]\nplain\n"),
+        nbformat.v4.new_output("display_data", data={"image/png": PNG, "text/plain": "<Fig>"}),
+        nbformat.v4.new_output("execute_result", data={"text/plain": "42"}, execution_count=1),
+        nbformat.v4.new_output("error", ename="CheckFailed", evalue="expected: b", traceback=[]),
+    ]
+    text, pngs, checks = runmod.notebook_outputs(nb)
+    assert text == "ok: a claim  [1 -> 2]\nplain\n42\nCheckFailed: expected: b\n"
+    assert pngs == [b"\x89PNG fake"]
+    assert checks == ["ok: a claim  [1 -> 2]"]
+
+
+def test_only_small_new_files_worth_keeping_are_copied(tmp_path):
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    (src / "run-1").mkdir(parents=True)
+    old = src / "old.json"
+    old.write_text("{}")
+    since = time.time() + 1
+    for name, size in [("run-1/summary.json", 10), ("run-1/requests.jsonl", 10),
+                       ("run-1/server.log", 10), ("run-1/big.json", runmod.MAX_FILE_BYTES + 1),
+                       ("plot.png", 10)]:
+        (src / name).write_bytes(b"x" * size)
+    for p in src.rglob("*"):
+        if p.is_file() and p != old:
+            import os
+            os.utime(p, (since + 1, since + 1))
+    left_out = runmod.copy_small_files(src, dest, since=since)
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()) == \
+        ["plot.png", "run-1/summary.json"]
+    assert left_out == ["run-1/big.json (2.0 MiB)"]
+
+
+def test_a_command_past_the_calls_end_is_stopped_with_its_output_kept(tmp_path, monkeypatch):
+    code = ("import pathlib, sys, time; out = pathlib.Path(sys.argv[1])\n"
+            "(out / 'calibration.json').write_text('{}'); print('started', flush=True)\n"
+            "time.sleep(60)")
+    monkeypatch.setattr(Item, "argv", lambda self, model, profile, out:
+                        [sys.executable, "-c", code, str(out)])
+    dest = tmp_path / "labs" / "lab02"
+    dest.mkdir(parents=True)
+    t = time.monotonic()
+    got = runmod.run_command(_item("lab02", 1, kind="lab"), dest, "m", "p", t + 2)
+    assert time.monotonic() - t < 20
+    assert got["exit"] is None and got["failed"].startswith("stopped")
+    assert (dest / "calibration.json").read_text() == "{}"
+    assert (dest / "log.txt").read_text() == "started\n"
+    assert not dest.with_name("lab02.work").exists()
+
+
+def test_a_command_that_fails_says_its_exit_status(tmp_path, monkeypatch):
+    monkeypatch.setattr(Item, "argv", lambda self, model, profile, out:
+                        [sys.executable, "-c", "raise SystemExit(3)"])
+    dest = tmp_path / "d"
+    dest.mkdir()
+    got = runmod.run_command(_item("x", 1, kind="bench"), dest, "m", "p", time.monotonic() + 30)
+    assert got["exit"] == 3 and got["failed"] == "exit status 3"
+
+
+# -- packing ----------------------------------------------------------------------------------
+
+
+def _call_folder(root: Path) -> Path:
+    folder = root / "call-1"
+    for dest, files in {"chapters/11_x": {"run.json": "{}", "runs/a/summary.json": "1"},
+                        "labs/lab02": {"run.json": "{}", "calibration.json": "2"}}.items():
+        for name, text in files.items():
+            (folder / dest / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / dest / name).write_text(text)
+    (folder / runmod.MANIFEST).write_text(json.dumps({"ch11": "chapters/11_x",
+                                                      "lab02": "labs/lab02"}))
+    return folder
+
+
+def test_pack_and_unpack_put_each_item_in_its_place_replacing_the_old(tmp_path):
+    parts = runmod.pack(_call_folder(tmp_path), tmp_path / "out", "reference-call-1")
+    assert [p.name for p in parts] == ["reference-call-1.tgz.00"]
+    root = tmp_path / "reference"
+    stale = root / "h200" / "chapters" / "11_x" / "old.png"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("from an earlier run")
+    written = runmod.unpack(parts, "h200", root)
+    assert written == ["h200/chapters/11_x", "h200/labs/lab02"]
+    assert not stale.exists()
+    assert (root / "h200/chapters/11_x/runs/a/summary.json").read_text() == "1"
+    assert (root / "h200/labs/lab02/calibration.json").read_text() == "2"
+
+
+def test_a_big_call_is_split_into_parts_and_joined_again(tmp_path, monkeypatch):
+    folder = _call_folder(tmp_path)
+    (folder / "labs/lab02/noise.json").write_bytes(bytes(range(256)) * 2)
+    whole = runmod.pack(folder, tmp_path / "whole", "p")[0].stat().st_size
+    monkeypatch.setattr(runmod, "PART_BYTES", whole // 3 + 1)
+    parts = runmod.pack(folder, tmp_path / "out", "p")
+    assert len(parts) == 3
+    assert all(p.stat().st_size <= whole // 3 + 1 for p in parts)
+    runmod.unpack(list(reversed(parts)), "h200", tmp_path / "ref")
+    assert (tmp_path / "ref/h200/labs/lab02/noise.json").read_bytes() == bytes(range(256)) * 2
+    monkeypatch.setattr(runmod, "PART_BYTES", 10)
+    with pytest.raises(ValueError, match="more than 8 parts"):
+        runmod.pack(folder, tmp_path / "out2", "p")
+
+
+def test_unpack_refuses_a_pack_without_its_manifest(tmp_path):
+    folder = _call_folder(tmp_path)
+    (folder / runmod.MANIFEST).unlink()
+    parts = runmod.pack(folder, tmp_path / "out", "p")
+    with pytest.raises(ValueError, match="items.json"):
+        runmod.unpack(parts, "h200", tmp_path / "ref")
+
+
+def test_call_limit_default_leaves_room_under_the_devices_ten_minutes():
+    assert Call(1).limit_s == 540 < 600
+
+
+def test_a_call_runs_its_items_in_order_and_starts_none_once_its_time_is_spent(tmp_path,
+                                                                               monkeypatch):
+    code = ("import pathlib, sys, time; time.sleep(1.5)\n"
+            "(pathlib.Path(sys.argv[1]) / 'table.txt').write_text('PASS')")
+    monkeypatch.setattr(Item, "argv", lambda self, model, profile, out:
+                        [sys.executable, "-c", code, str(out)])
+    monkeypatch.setattr(runmod, "MIN_LEFT_S", 2)
+    first = Item("bench-burst", "bench", "benchmarks/compare_vllm_bench.py", "bench/bench-burst",
+                 420, "test")
+    second = Item("lab02", "lab", "lab02", "labs/lab02", 450, "test")
+    out = tmp_path / "call-1"
+    runs = runmod.run_call(Call(1, [first, second], limit_s=3), out, calls=2,
+                           echo=lambda line: None)
+    assert [r["item"] for r in runs] == ["bench-burst", "lab02"]
+    assert runs[0]["exit"] == 0 and runs[0]["failed"] is None and runs[0]["wall_s"] >= 1
+    assert (out / "bench/bench-burst/table.txt").read_text() == "PASS"
+    assert runs[0]["files"] == ["log.txt", "table.txt", "run.json"]
+    assert runs[0]["device_call"] == "1 of 2" and "device call 1 of 2" in runs[0]["headline"]
+    assert runs[1]["exit"] is None and runs[1]["failed"].startswith("not started")
+    saved = json.loads((out / "labs/lab02/run.json").read_text())
+    assert saved == runs[1]
+    assert json.loads((out / runmod.MANIFEST).read_text()) == {
+        "bench-burst": "bench/bench-burst", "lab02": "labs/lab02"}
