@@ -444,12 +444,14 @@ nb.check(len(hits) == len(all_runs) and max(hits) < 0.01,
 # Committed H200 runs (vLLM 0.26.0, `mistral-7b-v0.3` card with `--max-model-len 8192`,
 # `vllm bench serve`, 1024 prompt / 256 output tokens, 800 requests, 2026-11-29) hold the same
 # workload against the same server under two arrival processes: Poisson at 12 req/s, and all
-# 800 requests at once (the burstiest process there is). The gamma and warm-up measurements of
-# this chapter, run on the H200 on 2026-11-30, are in `reference/h200/methodology/`; the first
-# cell below shows them, the second sets the `vllm bench serve` runs beside this notebook's.
+# 800 requests at once (the burstiest process there is). This chapter's own cells ran on the
+# H200 on 2026-12-04 (`vllm-course reference run ch05`, `reference/h200/chapters/05_methodology/`;
+# a first run of 2026-11-30 is in `reference/h200/methodology/`: gamma 0.1 against constant
+# arrivals x3.40 in mean TTFT there, x3.58 here); the first cell below shows that run, the second
+# sets the `vllm bench serve` runs beside this notebook's.
 
 # %%
-nb.show_reference_run("h200/methodology/arrivals.json")
+nb.show_reference_run("h200/chapters/05_methodology/run.json")
 
 # %%
 h200 = {(server, arrivals_): nb.reference(f"h200/bench/bench_{key}_{r}.json")

@@ -241,3 +241,17 @@ def test_a_call_runs_its_items_in_order_and_starts_none_once_its_time_is_spent(t
     assert saved == runs[1]
     assert json.loads((out / runmod.MANIFEST).read_text()) == {
         "bench-burst": "bench/bench-burst", "lab02": "labs/lab02"}
+
+
+def test_check_lines_a_chapter_shows_from_an_earlier_run_are_not_read_as_its_own(capsys):
+    # chapter 05 shows a committed H200 run; an executed chapter's own checks start with "ok: "
+    from vllm_course import notebook
+
+    notebook.show_reference_run("h200/chapters/03_kv_cache/run.json", numbers=False)
+    shown = capsys.readouterr().out
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x")]
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                                  text=shown + "ok: its own claim\n")]
+    assert "ok: a 8x shorter max_model_len" in shown
+    assert runmod.notebook_outputs(nb)[2] == ["ok: its own claim"]
