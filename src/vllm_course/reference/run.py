@@ -19,7 +19,6 @@ import io
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tarfile
 import time
@@ -32,6 +31,7 @@ from vllm_course.reference.catalog import REFERENCE_ROOT, REPO_ROOT, Item
 from vllm_course.reference.plan import Call
 from vllm_course.server import ServerPool
 from vllm_course.server.broker import ENV_VAR, PoolBroker
+from vllm_course.server.groups import stop_group
 
 #: An item is not started with less than this left of the call (s): a 7B server alone needs
 #: 100-130 s to start on the H200.
@@ -186,13 +186,10 @@ def run_command(item: Item, dest: Path, model: str, profile: str, deadline: floa
             exit_code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             failed = None if exit_code == 0 else f"exit status {exit_code}"
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
             exit_code, failed = None, "stopped: the call's time ran out"
+        finally:   # also on Ctrl-C: the command's process group never outlives the call
+            if proc.poll() is None:
+                stop_group(proc.pid, leader=proc)
     left_out = copy_small_files(work, dest, since=0)
     shutil.rmtree(work, ignore_errors=True)
     shown = [Path(argv[0]).name, *(a.replace(str(work), "OUT") for a in argv[1:])]
