@@ -4,10 +4,14 @@ long grading a class takes)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from vllm_course.cli.base import BadInput, main
+
+if TYPE_CHECKING:
+    from vllm_course.grading.spec import ProfileLoad
 
 
 @main.group()
@@ -88,6 +92,45 @@ def _solution_flags(lab_id: str) -> dict:
     raise BadInput(f"{path} has no SERVER_FLAGS = {{...}} in its config cell: give --flags")
 
 
+def _calibration_load(lab_id: str, rate: float | None, vs_start: float | None,
+                      slo_ttft_ms: float | None,
+                      slo_tpot_ms: float | None) -> ProfileLoad | None:
+    """The load ``vllm-course calibrate`` runs at from its --rate/--vs-start/--slo-* options:
+    ``None`` (the profile's) when none is given.
+
+    Raises:
+        BadInput: both --rate and --vs-start, options for a lab at no per-profile rate, or a
+            profile without a rate and SLO and not all of them given.
+    """
+    from vllm_course import env
+    from vllm_course.config import SLO
+    from vllm_course.grading.spec import SCENARIOS, ProfileLoad
+
+    if rate is not None and vs_start is not None:
+        raise BadInput("give --rate (requests/s) or --vs-start (a multiple of the starting "
+                       "configuration's capacity), not both")
+    if all(v is None for v in (rate, vs_start, slo_ttft_ms, slo_tpot_ms)):
+        return None
+    sc = SCENARIOS[lab_id]
+    if not sc.per_profile:
+        raise BadInput(f"{lab_id} sends its requests at no per-profile rate: --rate, "
+                       "--vs-start and --slo-* apply to a lab graded at a Poisson rate (lab04)")
+    profile = env.current_profile().name
+    here = sc.per_profile.get(profile)
+    if here is None and (rate is None and vs_start is None
+                         or slo_ttft_ms is None or slo_tpot_ms is None):
+        raise BadInput(f"{lab_id} has no rate and SLO for profile {profile}: give --rate or "
+                       "--vs-start, --slo-ttft-ms and --slo-tpot-ms")
+    slo = SLO(ttft_ms=slo_ttft_ms if slo_ttft_ms is not None else here.slo.ttft_ms,
+              tpot_ms=slo_tpot_ms if slo_tpot_ms is not None else here.slo.tpot_ms)
+    if rate is not None:       # a fixed rate: the profile's relative one no longer applies
+        return ProfileLoad(rate_rps=rate, slo=slo, how="vllm-course calibrate --rate")
+    # relative: rate_rps is only what is shown before the run measures the starting configuration
+    return ProfileLoad(rate_rps=here.rate_rps if here else 1.0, slo=slo,
+                       vs_start=vs_start if vs_start is not None else here.vs_start,
+                       how="vllm-course calibrate --vs-start/--slo-*")
+
+
 @main.command("calibrate")
 @click.argument("lab_id")
 @click.option("--profile", "profile_name", default=None,
@@ -105,13 +148,17 @@ def _solution_flags(lab_id: str) -> dict:
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
               help="A lab graded at a Poisson rate (lab04): the mean arrival rate to calibrate "
                    "at, requests/s (default: the profile's).")
+@click.option("--vs-start", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="A lab graded at a Poisson rate (lab04): the rate as a multiple of the "
+                   "starting configuration's capacity, measured in each run (default: the "
+                   "profile's); not with --rate.")
 @click.option("--slo-ttft-ms", type=click.FloatRange(min=0, min_open=True), default=None,
               help="With --rate: the SLO's TTFT limit, ms (default: the profile's).")
 @click.option("--slo-tpot-ms", type=click.FloatRange(min=0, min_open=True), default=None,
               help="With --rate: the SLO's TPOT limit, ms (default: the profile's).")
 def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None, runs: int,
-                  out: Path | None, rate: float | None, slo_ttft_ms: float | None,
-                  slo_tpot_ms: float | None) -> None:
+                  out: Path | None, rate: float | None, vs_start: float | None,
+                  slo_ttft_ms: float | None, slo_tpot_ms: float | None) -> None:
     """Measure LAB_ID's targets on this machine: its run cell --runs times with the answer.
 
     Each target's proposal is the worst run moved by 3 standard deviations towards leniency; the
@@ -127,10 +174,8 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
     import json
     import os
 
-    from vllm_course import env
-    from vllm_course.config import SLO
     from vllm_course.grading.calibrate import calibrate, report
-    from vllm_course.grading.spec import SCENARIOS, ProfileLoad
+    from vllm_course.grading.spec import SCENARIOS
     from vllm_course.grading.targets import calibration_path
 
     if profile_name:
@@ -147,21 +192,7 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
                            "'{\"max-num-seqs\": 8}'") from None
         if not isinstance(flags, dict):
             raise BadInput("--flags must be a JSON object of flag names and values")
-    load = None
-    if rate is not None or slo_ttft_ms is not None or slo_tpot_ms is not None:
-        sc = SCENARIOS[lab_id]
-        if not sc.per_profile:
-            raise BadInput(f"{lab_id} sends its requests at no per-profile rate: --rate and "
-                           "--slo-* apply to a lab graded at a Poisson rate (lab04)")
-        profile = env.current_profile().name
-        here = sc.per_profile.get(profile)
-        if here is None and (rate is None or slo_ttft_ms is None or slo_tpot_ms is None):
-            raise BadInput(f"{lab_id} has no rate and SLO for profile {profile}: give --rate, "
-                           "--slo-ttft-ms and --slo-tpot-ms")
-        slo = SLO(ttft_ms=slo_ttft_ms if slo_ttft_ms is not None else here.slo.ttft_ms,
-                  tpot_ms=slo_tpot_ms if slo_tpot_ms is not None else here.slo.tpot_ms)
-        load = ProfileLoad(rate_rps=rate if rate is not None else here.rate_rps, slo=slo,
-                           how="vllm-course calibrate --rate/--slo-*")
+    load = _calibration_load(lab_id, rate, vs_start, slo_ttft_ms, slo_tpot_ms)
     result = asyncio.run(calibrate(lab_id, flags, runs=runs, echo=click.echo, load=load))
     path = out or calibration_path(lab_id, result["profile"])
     path.parent.mkdir(parents=True, exist_ok=True)

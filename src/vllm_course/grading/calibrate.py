@@ -80,9 +80,11 @@ async def calibrate(lab: str, flags: Mapping[str, Any], runs: int = 3,
               for t in sc.targets]
     return {
         "lab": lab, "profile": pin.profile, "flags": dict(flags),
-        "load": ({"rate_rps": sc.load.rate_rps, "slo": sc.slo.model_dump()}
+        "load": ({"rate_rps": sc.load.rate_rps, "slo": sc.slo.model_dump(),
+                  "vs_start": sc.per_profile[pin.profile].vs_start}
                  if sc.per_profile and sc.slo is not None else None),
         "runs": [{"metrics": d["metrics"], "baseline": (d.get("baseline") or {}).get("metrics"),
+                  "load": d.get("load"),
                   "hardware": d.get("hardware"), "vllm_version": d.get("vllm_version"),
                   "created_at": d.get("created_at")} for d in measured],
         "targets": [asdict(j) for j in judged],
@@ -99,7 +101,13 @@ def report(result: dict) -> str:
     if result.get("load"):
         load = result["load"]
         limits = ", ".join(f"{k} <= {v:g}" for k, v in load["slo"].items() if v)
-        lines.append(f"  at Poisson {load['rate_rps']:g} requests/s, SLO {limits}")
+        if load.get("vs_start"):
+            rates = ", ".join(f"{r['load']['rate_rps']:.2f}" for r in result["runs"]
+                              if r.get("load"))
+            lines.append(f"  at Poisson {load['vs_start']:g} x the starting configuration's "
+                         f"capacity measured in each run ({rates} requests/s), SLO {limits}")
+        else:
+            lines.append(f"  at Poisson {load['rate_rps']:g} requests/s, SLO {limits}")
     for t in result["targets"]:
         answer = ", ".join(f"{v:.4g}" for v in t["answer"])
         base = ", ".join(f"{v:.4g}" for v in t["baseline"]) or "-"

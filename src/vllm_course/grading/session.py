@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import re
 import secrets
 import sys
@@ -20,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from vllm_course import env
-from vllm_course.config import RunConfig, Scalar, ServerConfig
+from vllm_course.config import LoadSpec, RunConfig, Scalar, ServerConfig
 from vllm_course.grading import results
 from vllm_course.grading.results import RESULTS_DIR, LabError
-from vllm_course.grading.spec import SCENARIOS, ProfileLoad, Scenario
+from vllm_course.grading.spec import PROBE_REQUESTS, SCENARIOS, ProfileLoad, Scenario
 from vllm_course.grading.targets import local_calibration
 
 LAB_IDS = tuple(SCENARIOS)
@@ -118,8 +119,8 @@ def setup(lab: str) -> Pin:
     print(f"{lab} on profile {profile.name} ({profile.model}): {sc.about}")
     if fixed:
         print(f"  fixed by the scenario: {fixed}")
-    if sc.load.rate_rps != float("inf"):
-        print(f"  arrivals: Poisson, {sc.load.rate_rps:g} requests/s on average")
+    if (arrivals := _arrivals(sc, profile.name)) is not None:
+        print(f"  arrivals: {arrivals}")
     if sc.slo:
         limits = ", ".join(f"{k} <= {v:g}" for k, v in sc.slo.model_dump().items() if v)
         print(f"  SLO per request (goodput counts the requests meeting it): {limits}")
@@ -142,6 +143,18 @@ def setup(lab: str) -> Pin:
     if profile.name in sc.per_profile and not sc.calibrated.get(profile.name):
         print(f"  rate and SLO: {sc.per_profile[profile.name].how}")
     return pin
+
+
+def _arrivals(sc: Scenario, profile: str) -> str | None:
+    """How ``sc`` sends on ``profile``, in words; ``None``: all at once."""
+    entry = sc.per_profile.get(profile)
+    if entry is not None and entry.vs_start is not None:
+        return (f"Poisson, at {entry.vs_start:g} x the requests/s the starting configuration "
+                f"serves on this machine, which the run cell measures first ({entry.rate_rps:g} "
+                "requests/s on the machine where the targets were set)")
+    if sc.load.rate_rps != float("inf"):
+        return f"Poisson, {sc.load.rate_rps:g} requests/s on average"
+    return None
 
 
 def scenario_args(lab: str, profile: env.Profile) -> dict[str, Scalar]:
@@ -286,22 +299,67 @@ async def _run_once(lab: str, profile: env.Profile, flags: dict[str, Scalar],
     # GPU holds one server at its memory utilization, so the defaults' server stops first
     live = len(configs) if env.vllm_build() == "cpu" else 1
     runs = {}
+    entry = sc.per_profile.get(profile.name)
+    load, capacity = sc.load, None
     # a pool of this run only: fresh servers, stopped when the block ends (even on error)
     with ServerPool(max_live=live, profile_args=profile.server_args) as own:
         if live > 1:
             own.prestart(list(configs.values()))
+        if entry is not None and entry.vs_start is not None:
+            capacity = await start_capacity(lab, sc, configs["baseline"], results_dir, own)
+            load = load.model_copy(update={"rate_rps": entry.vs_start * capacity["rps"]})
+            print(f"{lab}: the starting configuration served {capacity['completed']} requests "
+                  f"at once at {capacity['output_tok_s']:.0f} output tok/s, "
+                  f"{capacity['rps']:.2f} requests/s of this scenario on this machine; "
+                  f"requests arrive at {entry.vs_start:g} x that: {load.rate_rps:.2f} requests/s")
         for name, server in configs.items():
             config = RunConfig(name=f"{lab}-{name}", server=server, workload=sc.workload,
-                               load=sc.load, slo=sc.slo)
+                               load=load, slo=sc.slo)
             runs[name] = await run_experiment(config, results_root=results_dir / "runs", pool=own)
     measured = {name: _measured(result, profile) for name, result in runs.items()}
     out = measured.pop("yours")
+    if math.isfinite(load.rate_rps):
+        out["load"] = {"rate_rps": load.rate_rps,
+                       "vs_start": None if capacity is None else entry.vs_start,
+                       "start_capacity": capacity}
     if "baseline" in measured:
         out["baseline"] = measured["baseline"]
         base = out["baseline"]["metrics"]["output_tok_s"]
         out["metrics"]["output_tok_s_vs_baseline"] = (
             out["metrics"]["output_tok_s"] / base if base else None)
     return out
+
+
+async def start_capacity(lab: str, sc: Scenario, server: ServerConfig, results_dir: Path,
+                         pool: Any) -> dict:
+    """The starting configuration's capacity on this machine, for a rate relative to it
+    (:attr:`ProfileLoad.vs_start`): :data:`PROBE_REQUESTS` requests shaped as the scenario's (its
+    workload with the next seed: other prompts) sent at once, after the scenario's warm-ups, to
+    the baseline ``server`` in ``pool``.
+
+    Returns:
+        ``{"completed", "duration_s" (s), "output_tok_s" (tok/s), "rps"}``: ``rps`` is the output
+        tok/s over the mean output length the scenario asks for (tokens), so the requests/s of
+        the scenario's own mix this configuration serves at full load.
+
+    Raises:
+        LabError: a probe request failed (the server is not serving the scenario).
+        ServerError: the server failed or died (its log tail included).
+    """
+    from vllm_course.experiment import run_experiment
+
+    workload = sc.workload.model_copy(update={"num_requests": PROBE_REQUESTS,
+                                              "seed": sc.workload.seed + 1})
+    config = RunConfig(name=f"{lab}-start-capacity", server=server, workload=workload,
+                       load=LoadSpec(num_warmups=sc.load.num_warmups))
+    result = await run_experiment(config, results_root=results_dir / "runs", pool=pool)
+    s = result.summary
+    if s.completed != PROBE_REQUESTS or not s.output_throughput_tok_s:
+        raise LabError(f"{lab}: measuring the starting configuration's capacity, "
+                       f"{s.completed} of {PROBE_REQUESTS} requests completed ({result.path})")
+    return {"completed": s.completed, "duration_s": s.duration_s,
+            "output_tok_s": s.output_throughput_tok_s,
+            "rps": s.output_throughput_tok_s / sc.workload.output_len}
 
 
 def _measured(result: Any, profile: env.Profile) -> dict:

@@ -169,7 +169,8 @@ def local_calibration(lab: str, profile: str, bundled: Scenario) -> LocalCalibra
                                 [float(v) for v in runs[t.id]["baseline"]]))
         load = data.get("load")
         rate = None if load is None else ProfileLoad(
-            rate_rps=load["rate_rps"], slo=SLO(**load["slo"]), how=f"calibrated here ({path})")
+            rate_rps=load["rate_rps"], slo=SLO(**load["slo"]), vs_start=load.get("vs_start"),
+            how=f"calibrated here ({path})")
         when = min(str(r.get("created_at") or "?") for r in data["runs"])
         flags = json.dumps(data["flags"])
     except LabError:

@@ -96,6 +96,16 @@ def test_a_lab_at_a_poisson_rate_takes_the_calibrated_rate_and_slo(calibration_r
     on = grading.scenario("lab04", "gpu")
     assert on.load.rate_rps == 4.0 and on.slo.ttft_ms == 300.0 and on.slo.tpot_ms == 30.0
     assert [t.value for t in on.targets] == [t.value for t in grading.scenario("lab04").targets]
+    assert on.per_profile["gpu"].vs_start is None
+
+
+def test_a_calibration_at_a_relative_rate_keeps_it_relative(calibration_root):
+    load = {"rate_rps": 4.0, "slo": {"ttft_ms": 300.0, "tpot_ms": 30.0}, "vs_start": 1.4}
+    _write(calibration_root, "lab04", "gpu",
+           {"p99_ttft": [0.2, 0.3, 0.4], "p99_tpot": [0.5, 0.6, 0.7],
+            "goodput": [1.0, 1.0, 1.0]},
+           {"p99_ttft": [9.0, 12.0], "p99_tpot": [0.4, 0.5], "goodput": [0.1, 0.2]}, load=load)
+    assert grading.scenario("lab04", "gpu").per_profile["gpu"].vs_start == 1.4
 
 
 def test_a_broken_calibration_file_is_named_with_what_to_do(calibration_root):
@@ -159,8 +169,16 @@ def test_the_command_takes_a_rate_only_for_a_lab_at_a_poisson_rate(monkeypatch, 
     assert got.exit_code == 0, got.output
     assert seen["load"].rate_rps == 4.0
     assert seen["load"].slo == grading.scenario("lab04", "cpu-tiny").slo      # the profile's
+    assert seen["load"].vs_start is None                  # a fixed rate replaces a relative one
+    cpu = grading.scenario("lab04").per_profile["cpu-tiny"]
     got = CliRunner().invoke(main, ["calibrate", "lab04", "--slo-tpot-ms", "60", "--out", out])
-    assert seen["load"].rate_rps == 3.0 and seen["load"].slo.tpot_ms == 60.0
+    assert seen["load"].slo.tpot_ms == 60.0 and seen["load"].vs_start == cpu.vs_start
+    got = CliRunner().invoke(main, ["calibrate", "lab04", "--vs-start", "1.2", "--out", out])
+    assert got.exit_code == 0, got.output
+    assert seen["load"].vs_start == 1.2 and seen["load"].slo == cpu.slo
+    seen.clear()
+    both = CliRunner().invoke(main, ["calibrate", "lab04", "--rate", "4", "--vs-start", "1.2"])
+    assert both.exit_code == 2 and "not both" in both.output and seen == {}
     nolab = CliRunner().invoke(main, ["calibrate", "lab99"])
     assert nolab.exit_code == 2 and "unknown lab 'lab99'" in nolab.output
     assert targets.calibration_path("lab04", "gpu").parts[-2:] == ("gpu", "lab04.json")
