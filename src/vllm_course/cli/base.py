@@ -33,11 +33,19 @@ def bad_input(exc: BaseException, source: str | None = None) -> BaseException:
 
 class _CourseGroup(click.Group):
     """The top-level group: bad input (vllm_course.errors.INPUT_ERRORS) raised anywhere below
-    becomes one line and exit status 2, unless ``--debug`` asks for the traceback."""
+    becomes one line and exit status 2, unless ``--debug`` asks for the traceback. SIGTERM (from
+    ``timeout``, ``kill``, a CI runner) is handled as Ctrl-C is: it raises KeyboardInterrupt, so
+    the command stops its servers, process groups and all, and saves what it has; without this,
+    Python would exit at once and leave a starting server behind."""
 
     def invoke(self, ctx: click.Context):
+        import signal
+        import threading
+
         from vllm_course.errors import INPUT_ERRORS
 
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             return super().invoke(ctx)
         except click.ClickException:
