@@ -86,7 +86,9 @@ MODEL = profile.model
 # first depends on the **workload**, not on the server alone: that is the point of a diagnosis.
 # This server runs with `--enforce-eager` (it starts in about 30 s instead of 50 s on a 2-core
 # CPU; torch.compile changes nothing about how the scheduler batches, which is what these
-# set-ups are about; chapter 14 measures what it does change). The last three set-ups use the
+# set-ups are about; chapter 14 measures what it does change) and `--block-size 128`, the CPU
+# backend's default, so that a GPU (whose default is 16) hands out the same blocks and the memory
+# set-up below fills its cache the same way. The last three set-ups use the
 # profile's default server, the one chapters 01-07 used. (The course's integration tests,
 # `tests/integration/test_diagnose.py`, reach the same six findings with one server per limit.)
 #
@@ -116,7 +118,7 @@ from vllm_course.models import CARDS
 
 LIMITS = ServerConfig(model=MODEL, args={
     "enforce-eager": True, "max-model-len": 1024, "max-num-seqs": 4, "max-num-batched-tokens": 64,
-    "kv-cache-memory-bytes": 2048 * CARDS[MODEL].kv_bytes_per_token})
+    "block-size": 128, "kv-cache-memory-bytes": 2048 * CARDS[MODEL].kv_bytes_per_token})
 DEFAULTS = ServerConfig(model=MODEL)   # the profile's default server (chapters 01-07)
 
 
@@ -132,7 +134,7 @@ async def run(name, server, n, isl, osl, on_chunk=None, spread=0.0, **load):
 
 # %% [markdown]
 # ### 2.1 Memory: answers too long for the KV cache
-# The KV cache is handed out in blocks (128 tokens each on the CPU backend, printed below). The
+# The KV cache is handed out in blocks (128 tokens each, `--block-size 128`, printed below). The
 # server has 16 blocks, of which 15 can hold tokens (vLLM keeps one as its "null block", and
 # `vllm:kv_cache_usage_perc` counts usage out of the other 15). vLLM 0.32 admits a waiting
 # request only when its whole prompt fits in the free blocks (`scheduler_reserve_full_isl`, on
@@ -435,8 +437,11 @@ nb.check(well.summary.failed == 0 and not well.server_metrics.preemptions
 # | `h200-decode-burst` | 1,000 requests, 64 in / 512 out, all at once | client saturated (chapter 07) |
 # | `h200-seqs8` | 200 requests, 512 in / 128 out, all at once, `--max-num-seqs 8` | concurrency cap |
 #
-# This notebook's own six set-ups have not been run on the H200 yet: that reference is pending
-# (the reference-runs issue).
+# This notebook's own six set-ups on the H200 are pending. Their first run there (2026-12-04,
+# `vllm-course reference run ch08`, `reference/h200/chapters/08_diagnosis/`) stopped at the
+# memory set-up: with the GPU's default 16-token blocks the 2,048-token cache held all four
+# answers (KV peak 95 %, no preemption), so `long-answers` was diagnosed "compute-bound at full
+# batch". The `limits` server has asked for `--block-size 128` since; the rerun is pending.
 
 # %%
 from IPython.display import Image, display

@@ -582,8 +582,9 @@ if burst:
 # real capacity: at most 15 empty slots per request (about 8 on average) at 16, against up to 127
 # (about 64) at 128. The block-size sweep of this
 # chapter on the H200 (16, 32, 64, 128 on FlashAttention: pool, prefix-cache hit rate on the
-# section 5 workload, throughput) is pending; the reference-runs issue will commit it under
-# `reference/h200/chapters/10_block_size/`, and the cell below reads it when it lands.
+# section 5 workload, throughput) is pending: its first run (2026-12-04) did not finish within
+# one 9-minute device call (each block size is a server start of about 100 s on the H200), so it
+# needs a call of its own; the cell below reads its results when they land.
 
 # %%
 h200_sweep = {bs: nb.reference(f"h200/chapters/10_block_size/bs{bs}/summary.json")
