@@ -437,11 +437,14 @@ nb.check(well.summary.failed == 0 and not well.server_metrics.preemptions
 # | `h200-decode-burst` | 1,000 requests, 64 in / 512 out, all at once | client saturated (chapter 07) |
 # | `h200-seqs8` | 200 requests, 512 in / 128 out, all at once, `--max-num-seqs 8` | concurrency cap |
 #
-# This notebook's own six set-ups on the H200 are pending. Their first run there (2026-12-04,
-# `vllm-course reference run ch08`, `reference/h200/chapters/08_diagnosis/`) stopped at the
-# memory set-up: with the GPU's default 16-token blocks the 2,048-token cache held all four
-# answers (KV peak 95 %, no preemption), so `long-answers` was diagnosed "compute-bound at full
-# batch". The `limits` server has asked for `--block-size 128` since; the rerun is pending.
+# This notebook's own six set-ups ran on the H200 too (2026-12-04, `vllm-course reference run
+# ch08`, `reference/h200/chapters/08_diagnosis/`), unchanged, with the 7B card: each was
+# diagnosed as on the CPU, and every check of this chapter passed there. The `limits` server asks
+# for `--block-size 128`: with the GPU's default 16-token blocks a 2,048-token cache held all
+# four answers of `long-answers` (a first run of that day: KV peak 95 %, no preemption).
+
+# %%
+nb.show_reference_run("h200/chapters/08_diagnosis/run.json")
 
 # %%
 from IPython.display import Image, display

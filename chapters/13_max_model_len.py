@@ -86,9 +86,11 @@ print(f"a request of {LONG:,} tokens holds {math.ceil(LONG / BLOCK)} blocks of {
 # the profile's, and a quarter of it. A third server, given a KV cache too small for the
 # profile's `max_model_len`, is for section 3. On the CPU it starts in the background now, beside
 # the other two, because a CPU server takes about half a minute to start (or to fail), and most
-# of that is single-threaded start-up work; on a GPU it goes first, alone. It is started directly
-# with `VLLMServer`, not through the pool of shared servers: it will not live long enough to be
-# shared.
+# of that is single-threaded start-up work; on a GPU it goes first, alone, through the pool of
+# shared servers, which stops the idle ones first: a GPU server refuses to start unless
+# `--gpu-memory-utilization` of the GPU's memory is free, even when `--kv-cache-memory-bytes` sizes
+# its cache (the H200 run of 2026-12-04 met that with an earlier chapter's server still up). On
+# the CPU it is started directly with `VLLMServer`: it will not live long enough to be shared.
 
 # %%
 from concurrent.futures import ThreadPoolExecutor
@@ -110,12 +112,19 @@ TOO_SMALL = ServerConfig(model=profile.model,
 
 
 def try_start(config: ServerConfig) -> ServerError | None:
-    """Start a server and stop it at once; return the ServerError if it failed to start."""
+    """Start a server and stop it at once; return the ServerError if it failed to start.
+
+    On a GPU it goes through the pool, which first stops the idle servers it holds (a GPU server
+    checks at start that --gpu-memory-utilization of the memory is free, even with
+    --kv-cache-memory-bytes); on the CPU it starts beside them."""
     log_path = OUT / "too-small.log"
     log_path.unlink(missing_ok=True)
     try:
-        with VLLMServer(config, log_path=log_path, profile_args=pool.profile_args):
-            return None
+        if ON_CPU:
+            with VLLMServer(config, log_path=log_path, profile_args=pool.profile_args):
+                return None
+        pool.release(pool.acquire(config, log_path=log_path))
+        return None
     except ServerError as exc:
         return exc
 
@@ -427,20 +436,27 @@ nb.check(ok["HTTP status"] == 200 and ok["completion tokens"] == ok["max_tokens"
 
 # %% [markdown]
 # ## On the H200
-# The H200 run of this notebook (the same cells on the `h200` profile: `--max-model-len` 8,192
-# and 2,048, and a KV cache of 0.5 GiB that cannot hold one 8,192-token request) is pending. Its
-# first run (2026-12-04, `reference/h200/chapters/13_max_model_len/outputs.txt`) ran sections
-# 1-5 and stopped at a check of "What you should see", which then asked for less than half of a
-# reservation at 2,048 too; the H200's requests of about 1,280 tokens hold 62 % of it (15,823
-# blocks of 25,600; at 8,192, 15,904 of 102,400), so the check now asks "less than half" of the
-# full length only. Same pool on both servers (933,952 and 933,472 tokens), maximum concurrency
-# 114.01x at 8,192 and 455.8x at 2,048. The next cell loads the rerun's table when it lands.
-# Until then, the committed H200 runs (vLLM 0.26.0, `mistral-7b-v0.3` card, measured
-# 2026-11-29) all used `--max-model-len 8192`, and their startup log is enough to see what the
-# card's default would have logged:
+# This notebook ran on the H200 (the same cells on the `h200` profile: `--max-model-len` 8,192
+# and 2,048; `reference/h200/chapters/13_max_model_len/`, 2026-12-04). Sections 1, 2 and 4 and
+# every check of section 2 passed: the same pool on both servers (933,472 tokens), a maximum
+# concurrency 4 x higher at a quarter of the length, and 200 requests holding the blocks of their
+# real tokens, the same on both servers, far below a per-request reservation. Section 3 is
+# pending: the server with a KV cache too small for one 8,192-token request was refused for
+# another reason, "Free memory on device cuda:0 (9.13/139.8 GiB) on startup is less than desired
+# GPU memory utilization (0.92, 128.62 GiB)": the reference runner's shared pool still held the
+# previous chapter's server. A GPU server checks that free memory even when
+# `--kv-cache-memory-bytes` sizes its cache, so on a GPU that server now starts through the pool,
+# which stops its idle servers first (section 2's code). The committed run and its numbers:
 
 # %%
-dedicated = nb.reference("h200/chapters/13_max_model_len/startup.json")
+nb.show_reference_run("h200/chapters/13_max_model_len/run.json")
+
+# %% [markdown]
+# The startup facts of the two servers, and, from the committed H200 runs of 2026-11-29 (all at
+# `--max-model-len 8192`), what the card's default length would have logged with the same pool:
+
+# %%
+dedicated = nb.reference("h200/chapters/13_max_model_len/runs/startup.json")
 if dedicated is not None:
     display(pd.DataFrame(dedicated))
 

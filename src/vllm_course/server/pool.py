@@ -41,6 +41,7 @@ class ServerPool:
         self._servers: dict[str, VLLMServer] = {}
         self._last_used: dict[str, float] = {}
         self._in_use: set[str] = set()
+        self._starting: set[VLLMServer] = set()   # starts in progress (they hold the lock)
         self.announce: Callable[[VLLMServer], AbstractContextManager] | None = None
         """Wraps every server start (``notebook.setup()`` shows the start and its time)."""
         self._lock = threading.RLock()
@@ -71,8 +72,12 @@ class ServerPool:
             if server is None:
                 self._make_room()
                 server = VLLMServer(config, log_path=log_path, profile_args=self.profile_args)
-                with self.announce(server) if self.announce else contextlib.nullcontext():
-                    server.start()
+                self._starting.add(server)
+                try:
+                    with self.announce(server) if self.announce else contextlib.nullcontext():
+                        server.start()
+                finally:
+                    self._starting.discard(server)
                 self._servers[key] = server
             self._in_use.add(key)
             self._last_used[key] = time.monotonic()
@@ -134,6 +139,7 @@ class ServerPool:
                 errors[key] = exc
 
         threads = [threading.Thread(target=start, args=item, daemon=True) for item in new.items()]
+        self._starting.update(new.values())
         for t in threads:
             t.start()
         try:
@@ -146,6 +152,8 @@ class ServerPool:
                     t.join(0.1)
                 server.stop(timeout_s=5.0)
             raise
+        finally:
+            self._starting.difference_update(new.values())
         return errors
 
     def release(self, server: VLLMServer) -> None:
@@ -189,10 +197,21 @@ class ServerPool:
             return list(self._servers.values())
 
     def close(self) -> None:
-        """Stop every server this pool started."""
-        with self._lock:
-            self._closed = True
+        """Stop every server this pool started, including one still starting.
+
+        A start holds the pool's lock for as long as it takes (minutes for a 7B model on a GPU),
+        so while the lock is taken, starts in progress (say, of a notebook whose time ran out)
+        are stopped, again until the lock comes free (a start may launch its process just after
+        a stop found none): their ``start()`` raises, and the lock comes free at once.
+        """
+        self._closed = True
+        while not self._lock.acquire(timeout=0.2):
+            for server in list(self._starting):
+                server.stop(timeout_s=5.0)
+        try:
             servers, self._servers = list(self._servers.values()), {}
+        finally:
+            self._lock.release()
         for server in servers:
             server.stop()
 

@@ -250,7 +250,12 @@ class VLLMServer:
         deadline = t_start + self.config.startup_timeout_s
         with httpx.Client(timeout=2.0) as client:
             while True:
-                code = self.proc.poll()
+                proc = self.proc
+                if proc is None:   # stop() from another thread: the owner closed meanwhile
+                    raise ServerError("vLLM server stopped while starting: its owner (a pool "
+                                      "closing, Ctrl-C) stopped it", cause="crashed",
+                                      log_tail=tail(self.log_path), log_path=self.log_path)
+                code = proc.poll()
                 if code is not None:
                     raise self._failure(f"vLLM server exited with code {code} while starting")
                 try:

@@ -159,3 +159,48 @@ def test_start_servers_only_when_there_is_something_to_gain(monkeypatch):
     assert notebook.start_servers(config(1), config(1)) is False        # one distinct server
     assert notebook.start_servers(config(1), config(2), config(3)) is False   # > max_live
     assert rec.asked == [[config(1), config(2)]]
+
+
+# -- closing while a start is in progress ----------------------------------------------------
+
+def test_close_stops_a_start_in_progress_at_once(monkeypatch, tmp_path):
+    """A start holds the pool's lock for minutes on a GPU; close() must not wait for it (the
+    reference runner's call overran its limit by waiting for a 7B start after a notebook's time
+    ran out). A real process that never answers /health stands in for the starting server."""
+    import sys
+    import time
+
+    from vllm_course.server import process
+
+    monkeypatch.setattr(process, "check_args", lambda args: None)
+    monkeypatch.setattr(process.VLLMServer, "argv",
+                        lambda self: [sys.executable, "-c", "import time; time.sleep(120)"])
+    p = pool.ServerPool(max_live=1)
+    cfg = ServerConfig(model="tiny-mistral", startup_timeout_s=300)
+    raised: list[BaseException] = []
+
+    def borrow():
+        try:
+            p.acquire(cfg, log_path=tmp_path / "starting.log")
+        except BaseException as exc:  # noqa: BLE001 (inspected below)
+            raised.append(exc)
+
+    t = threading.Thread(target=borrow)
+    t.start()
+    deadline = time.monotonic() + 20
+    while not (p._starting and next(iter(p._starting)).proc) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert p._starting, "the start never began"
+    pid = next(iter(p._starting)).proc.pid
+    t0 = time.monotonic()
+    p.close()
+    closed_in = time.monotonic() - t0
+    t.join(10)
+    assert closed_in < 10, f"close() waited {closed_in:.1f} s for the start"
+    assert not t.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], ServerError)
+    assert "stopped while starting" in str(raised[0])
+    with pytest.raises(ProcessLookupError):
+        import os
+        os.kill(pid, 0)
+    assert p.servers == [] and not p._starting
