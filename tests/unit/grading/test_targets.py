@@ -16,7 +16,7 @@ from vllm_course.grading import results, targets
 from vllm_course.grading.targets import judge, lenient
 
 LAB03 = grading.scenario("lab03")
-THROUGHPUT = LAB03.target("throughput")                  # >= 3.0, partial credit from 2.4
+THROUGHPUT = LAB03.target("throughput")                  # >= 2.0, partial credit from 1.6
 
 
 def test_a_proposal_is_rounded_to_two_digits_towards_leniency():
@@ -27,13 +27,13 @@ def test_a_proposal_is_rounded_to_two_digits_towards_leniency():
 
 
 def test_a_calibration_relaxes_a_target_the_solution_cannot_reach_and_never_tightens_one():
-    # a slower machine: the solution reaches 2.9-3.1 x, sd 0.1, so worst - 3 sd = 2.6
-    slow = judge(THROUGHPUT, [2.9, 3.0, 3.1], [1.0, 1.0, 1.0])
-    assert slow.proposed == pytest.approx(2.6) and slow.applied == pytest.approx(2.6)
-    assert not slow.current_ok and slow.baseline_misses            # 1.0 < 2.6 - 0.3
-    # a faster one: 12 x proposes 11.7; the lab's 3.0 is more lenient and stays
+    # a slower machine: the solution reaches 1.9-2.1 x, sd 0.1, so worst - 3 sd = 1.6
+    slow = judge(THROUGHPUT, [1.9, 2.0, 2.1], [1.0, 1.0, 1.0])
+    assert slow.proposed == pytest.approx(1.6) and slow.applied == pytest.approx(1.6)
+    assert not slow.current_ok and slow.baseline_misses            # 1.0 < 1.6 - 0.3
+    # a faster one: 12 x proposes 11.7; the lab's 2.0 is more lenient and stays
     fast = judge(THROUGHPUT, [12.0, 12.1, 12.2], [1.0, 1.0, 1.0])
-    assert fast.applied == THROUGHPUT.value == 3.0 and fast.current_ok
+    assert fast.applied == THROUGHPUT.value == 2.0 and fast.current_ok
     # a latency target goes the other way: 1.2-1.4 x the SLO proposes 1.7, the lab says 1.0
     p99 = grading.scenario("lab04").target("p99_ttft")
     assert judge(p99, [1.2, 1.3, 1.4], [18.0]).applied == pytest.approx(1.7)
@@ -54,14 +54,14 @@ def _write(root, lab, profile, answers: dict, baseline: dict, load=None, flags=N
 
 def test_a_valid_calibration_sets_the_targets_on_its_profile_only(calibration_root, capsys,
                                                                    monkeypatch):
-    _write(calibration_root, "lab03", "l4", {"throughput": [2.9, 3.0, 3.1]},
+    _write(calibration_root, "lab03", "l4", {"throughput": [1.9, 2.0, 2.1]},
            {"throughput": [1.0, 1.0, 1.0]})
-    _write(calibration_root, "lab03", "cpu-tiny", {"throughput": [2.9, 3.0, 3.1]},
+    _write(calibration_root, "lab03", "cpu-tiny", {"throughput": [1.9, 2.0, 2.1]},
            {"throughput": [1.0, 1.0, 1.0]})
     on_l4 = grading.scenario("lab03", "l4").target("throughput")
-    assert on_l4.value == pytest.approx(2.6)
-    assert on_l4.zero_at == pytest.approx(2.6 * 2.4 / 3.0)         # the same proportion
-    assert "calibrated on this machine: >= 2.6" in on_l4.about
+    assert on_l4.value == pytest.approx(1.6)
+    assert on_l4.zero_at == pytest.approx(1.6 * 1.6 / 2.0)         # the same proportion
+    assert "calibrated on this machine: >= 1.6" in on_l4.about
     # cpu-tiny's targets were measured with the lab: a file of this machine never changes them
     assert grading.scenario("lab03", "cpu-tiny").target("throughput") == THROUGHPUT
     assert grading.scenario("lab03", "h200").target("throughput") == THROUGHPUT   # no file
@@ -69,7 +69,7 @@ def test_a_valid_calibration_sets_the_targets_on_its_profile_only(calibration_ro
     grading.setup("lab03")
     out = capsys.readouterr().out
     assert "targets set by vllm-course calibrate on this machine (3 runs of" in out
-    assert "sets the targets (relaxed: throughput >= 2.6)" in out
+    assert "sets the targets (relaxed: throughput >= 1.6)" in out
 
 
 def test_a_calibration_the_starting_configuration_passes_sets_nothing(calibration_root, capsys,
@@ -129,19 +129,19 @@ TOTALS = {"requests": 64, "completed": 64, "output_tokens": 4096, "failed_max_to
 
 def test_grading_uses_the_targets_of_the_profile_the_run_was_on(calibration_root, tmp_path,
                                                                 capsys):
-    _write(calibration_root, "lab03", "l4", {"throughput": [2.9, 3.0, 3.1]},
+    _write(calibration_root, "lab03", "l4", {"throughput": [1.9, 2.0, 2.1]},
            {"throughput": [1.0, 1.0, 1.0]})
     counters = {"generation_tokens": 4096.0}
-    for profile, points in (("l4", 6.0), ("h200", 6 * (2.7 - 2.4) / (3.0 - 2.4))):
+    for profile, points in (("l4", 6.0), ("h200", 6 * (1.8 - 1.6) / (2.0 - 1.6))):
         result = {"lab": "lab03", "nonce": secrets.token_hex(16), "profile": profile,
-                  "metrics": {"output_tok_s_vs_baseline": 2.7}, "server_counters": counters,
+                  "metrics": {"output_tok_s_vs_baseline": 1.8}, "server_counters": counters,
                   "client_totals": TOTALS,
                   "baseline": {"metrics": {"output_tok_s": 10.0}, "server_counters": counters,
                                "client_totals": TOTALS}}
         results.issue("lab03", result, tmp_path / profile)
         assert grading.score_target("lab03", "throughput", tmp_path / profile) == pytest.approx(
             max(0.0, round(points, 2)))
-    assert "target >= 2.6 -> 6 / 6 points" in capsys.readouterr().out
+    assert "target >= 1.6 -> 6 / 6 points" in capsys.readouterr().out
 
 
 def test_the_command_takes_a_rate_only_for_a_lab_at_a_poisson_rate(monkeypatch, tmp_path):
