@@ -135,8 +135,9 @@ pd.DataFrame({"CPU build (CPU_ATTN)": ["runs" if cpu_accepts(b) else "crashes at
 # ## 3. Two servers, two block sizes: the pool
 # We compare the CPU default (128, the profile's server with `--enforce-eager`, shared with other
 # chapters) with the smallest size the CPU backend runs, 32. (`--enforce-eager` only makes a CPU
-# server start faster.) Both get the same 1 GiB (`--kv-cache-memory-bytes` from the profile), so
-# the prediction is chapter 03's: ⌊memory / (block_size × bytes per token)⌋ blocks.
+# server start faster.) Both get the same 1 GiB (`--kv-cache-memory-bytes` from the profile; on a
+# GPU 2 GiB, given by this chapter), so the prediction is chapter 03's:
+# ⌊memory / (block_size × bytes per token)⌋ blocks.
 #
 # One detail of vLLM 0.32's startup log: its "KV cache size: N tokens" is not blocks ×
 # block_size. It is the "maximum concurrency" (blocks / the blocks one `max_model_len` request
@@ -156,14 +157,20 @@ from vllm_course.server import default_pool
 OUT = nb.results_root("10_block_size")
 DEFAULT_BS = 128                                   # the CPU build's default (section 2)
 SIZES = [32, DEFAULT_BS] + ([512] if nb.size() == "full" else [])
-KV_MEMORY = int(profile.server_args.get("kv-cache-memory-bytes", 1 << 30))
+ON_CPU = profile.device == "cpu"
+# the CPU profile fixes the KV cache's memory; on a GPU we fix it too (2 GiB: 16,384 tokens of
+# the 7B card, room for one 8,192-token request plus the null block at every size)
+KV_MEMORY = int(profile.server_args.get("kv-cache-memory-bytes", 2 << 30))
 
 
 def server(block_size: int) -> ServerConfig:
-    """The profile's server with --enforce-eager; --block-size only where it is not the default."""
+    """The profile's server with --enforce-eager and KV_MEMORY of KV cache; --block-size where it
+    is not the CPU default (on a GPU, whose default is 16, always)."""
     args = {"enforce-eager": True}
-    if block_size != DEFAULT_BS:
+    if block_size != DEFAULT_BS or not ON_CPU:
         args["block-size"] = block_size
+    if "kv-cache-memory-bytes" not in profile.server_args:
+        args["kv-cache-memory-bytes"] = KV_MEMORY
     return ServerConfig(model=profile.model, args=args)
 
 
@@ -264,20 +271,25 @@ print(f"96-token blocks: {blocks96:,} blocks = {blocks96 * 96:,} token slots; a 
 # usable blocks times the block size, it is the number of token slots the requests hold; from
 # the requests' records we know how many tokens they actually had at that moment.
 #
-# We run this workload several times on each server (2 at CI size, 5 at full size), alternating,
-# because section 6 uses the same runs for speed. On two busy cores the sampler does not always
+# We run this workload several times on each server (2 at CI size, 5 at full size), alternating
+# when all the servers stay up at once (else, on a GPU, each server's repeats one after the
+# other, so that it starts once), because section 6 uses the same runs for speed. On two busy cores the sampler does not always
 # get its turn, so the samples of all repeats are pooled; the plot shows the repeat with the most.
 
 # %%
 REPEATS = nb.scaled(full=5, ci=2)
 decode = {bs: [] for bs in SIZES}
-for rep in range(REPEATS):
-    for bs in SIZES:
-        decode[bs].append(await run_experiment(
-            RunConfig(name=f"decode-bs{bs}-{rep + 1}", server=server(bs),
-                      workload=SyntheticWorkload(num_requests=16, input_len=200, output_len=80,
-                                                 seed=SALT + 100 * rep + bs)),
-            OUT, sample_interval_s=0.25))
+# alternate the sizes when their servers all stay up at once; else (a GPU keeps one server
+# live) run each size's repeats together, so that each server starts once, not REPEATS times
+ALTERNATE = len(SIZES) <= default_pool().max_live
+order = ([(rep, bs) for rep in range(REPEATS) for bs in SIZES] if ALTERNATE
+         else [(rep, bs) for bs in SIZES for rep in range(REPEATS)])
+for rep, bs in order:
+    decode[bs].append(await run_experiment(
+        RunConfig(name=f"decode-bs{bs}-{rep + 1}", server=server(bs),
+                  workload=SyntheticWorkload(num_requests=16, input_len=200, output_len=80,
+                                             seed=SALT + 100 * rep + bs)),
+        OUT, sample_interval_s=0.25))
 
 
 def tokens_held(records, t: float) -> list[int]:
@@ -580,23 +592,21 @@ if burst:
 # FlashAttention with 16-token blocks: 58,342 of them, 2 MiB each for Mistral-7B (16 × 128 KiB).
 # That pool did run full in the burst (chapter 03), so there the waste in the last block is
 # real capacity: at most 15 empty slots per request (about 8 on average) at 16, against up to 127
-# (about 64) at 128. The block-size sweep of this
-# chapter on the H200 (16, 32, 64, 128 on FlashAttention: pool, prefix-cache hit rate on the
-# section 5 workload, throughput) is pending: its first run (2026-12-04) did not finish within
-# one 9-minute device call (each block size is a server start of about 100 s on the H200), so it
-# needs a call of its own; the cell below reads its results when they land.
+# (about 64) at 128.
+#
+# This notebook's own run on the H200 is pending. Its first run (2026-12-04,
+# `reference/h200/chapters/10_block_size/`) ran out of its 9-minute device call in section 4,
+# and taught three things about the GPU path, since changed: the server for "128" was started
+# without `--block-size` (128 is the CPU default) and so ran the GPU default, 16; no KV cache
+# memory was fixed, so every server got the whole GPU's pool (933,952 tokens) and the predicted
+# block counts did not apply; and alternating the sizes restarted the one live server before
+# every run (each start about 37 s with `--enforce-eager`). On a GPU every size now gets
+# `--block-size` and 2 GiB of KV cache, and each size's repeats run together. What that run
+# measured before it stopped (the same pool of 933,952 token slots at 32, "128" and 512, in
+# 29,186, 58,372 and 1,824 blocks):
 
 # %%
-h200_sweep = {bs: nb.reference(f"h200/chapters/10_block_size/bs{bs}/summary.json")
-              for bs in (16, 32, 64, 128)}
-if all(h200_sweep.values()):
-    display(pd.DataFrame({f"--block-size {bs}": {
-        "block_size (server)": d["startup"]["block_size"],
-        "KV cache tokens": d["startup"]["kv_cache_tokens"],
-        "prefix-cache hit rate": (d.get("server_metrics") or {}).get("prefix_cache_hit_rate"),
-        "output tok/s": d["summary"]["output_throughput_tok_s"],
-        "TPOT mean (ms)": d["summary"]["tpot_ms"]["mean"],
-    } for bs, d in h200_sweep.items()}))
+nb.show_reference_run("h200/chapters/10_block_size/run.json")
 
 # %% [markdown]
 # ## Summary

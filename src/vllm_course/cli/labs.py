@@ -153,9 +153,9 @@ def _calibration_load(lab_id: str, rate: float | None, vs_start: float | None,
                    "starting configuration's capacity, measured in each run (default: the "
                    "profile's); not with --rate.")
 @click.option("--slo-ttft-ms", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="With --rate: the SLO's TTFT limit, ms (default: the profile's).")
+              help="With --rate or --vs-start: the SLO's TTFT limit, ms (default: the profile's).")
 @click.option("--slo-tpot-ms", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="With --rate: the SLO's TPOT limit, ms (default: the profile's).")
+              help="With --rate or --vs-start: the SLO's TPOT limit, ms (default: the profile's).")
 def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None, runs: int,
                   out: Path | None, rate: float | None, vs_start: float | None,
                   slo_ttft_ms: float | None, slo_tpot_ms: float | None) -> None:

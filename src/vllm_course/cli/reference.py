@@ -42,14 +42,20 @@ def reference_plan(items: tuple[str, ...], profile: str, call_s: int) -> None:
 @click.option("--call", "number", type=click.IntRange(min=1), required=True,
               help="Which call of the plan to run (1-based).")
 @click.option("--call-s", type=click.IntRange(min=60), default=540, show_default=True,
-              help="Seconds this call may take: nothing starts after, a running item stops.")
+              help="Seconds one device call may take, as given to 'reference plan': it splits "
+                   "ITEMS into calls, so keep it the same for every call of one plan.")
+@click.option("--time-s", type=click.IntRange(min=60), default=None,
+              help="Seconds this call may run, if less than --call-s (device time running "
+                   "out): nothing starts after, a running item stops. The plan, and so which "
+                   "items call NUMBER runs, stays that of --call-s.")
 @click.option("--out", default="results/reference", show_default=True,
               help="Where the items' folders go.")
 @click.option("--pack", "pack_to", default=None,
               help="Also pack the call's folder into at most 8 files of 16 MiB here (e.g. $OUT).")
-def reference_run(items: tuple[str, ...], number: int, call_s: int, out: str,
-                  pack_to: str | None) -> None:
-    """Run call NUMBER of the plan for ITEMS on this machine (the device machine)."""
+def reference_run(items: tuple[str, ...], number: int, call_s: int, time_s: int | None,
+                  out: str, pack_to: str | None) -> None:
+    """Run call NUMBER of the plan for ITEMS on this machine (the device machine); the plan is
+    printed first, as 'reference plan ITEMS --call-s' prints it."""
     from vllm_course import env
     from vllm_course.reference.plan import describe
     from vllm_course.reference.run import pack, run_call
@@ -58,8 +64,12 @@ def reference_run(items: tuple[str, ...], number: int, call_s: int, out: str,
     if number > len(calls):
         raise BadInput(f"the plan has {len(calls)} call(s), not {number}")
     click.echo(describe(calls))
+    call = calls[number - 1]
+    if time_s is not None and time_s < call.limit_s:
+        call.limit_s = time_s
+        click.echo(f"call {number} may run {time_s} s (--time-s), not {call_s} s")
     folder = Path(out) / f"call-{number}"
-    runs = run_call(calls[number - 1], folder, calls=len(calls), echo=click.echo)
+    runs = run_call(call, folder, calls=len(calls), echo=click.echo)
     ok = sum(r["exit"] == 0 for r in runs)
     click.echo(f"call {number}: {ok} of {len(calls[number - 1].items)} item(s) ok; {folder}")
     if pack_to:

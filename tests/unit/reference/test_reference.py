@@ -255,3 +255,30 @@ def test_check_lines_a_chapter_shows_from_an_earlier_run_are_not_read_as_its_own
                                                   text=shown + "ok: its own claim\n")]
     assert "ok: a 8x shorter max_model_len" in shown
     assert runmod.notebook_outputs(nb)[2] == ["ok: its own claim"]
+
+
+def test_time_s_shortens_the_call_but_keeps_the_plans_items(monkeypatch, tmp_path):
+    """A call's items come from the plan at --call-s; --time-s only shortens how long the call
+    may run (a lower --call-s for the last call of a session had moved items between calls)."""
+    from click.testing import CliRunner
+
+    from vllm_course.cli import main
+
+    items = [_item("a", 300), _item("b", 200), _item("c", 300)]
+    monkeypatch.setattr("vllm_course.reference.catalog", lambda profile: items)
+    monkeypatch.setattr("vllm_course.reference.select", lambda ids, cat: cat)
+    ran: list[Call] = []
+
+    def fake_run_call(call, folder, calls, echo):
+        ran.append(call)
+        return []
+
+    monkeypatch.setattr(runmod, "run_call", fake_run_call)
+    args = ["reference", "run", "a", "--call", "2", "--out", str(tmp_path)]
+    result = CliRunner().invoke(main, [*args, "--time-s", "250"])
+    assert result.exit_code == 0, result.output
+    assert [i.id for i in ran[0].items] == ["c"] and ran[0].limit_s == 250
+    assert "call 2 may run 250 s (--time-s), not 540 s" in result.output
+    result = CliRunner().invoke(main, [*args, "--time-s", "600"])   # not longer than the plan's
+    assert result.exit_code == 0, result.output
+    assert [i.id for i in ran[1].items] == ["c"] and ran[1].limit_s == 540
