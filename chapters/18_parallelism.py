@@ -276,16 +276,22 @@ async def at_levels(label: str, servers, seed: int) -> list[dict]:
     return rows
 
 
+pool = default_pool()         # the course's pool: 2 live servers on cpu-tiny, 1 on a GPU
 if CPU:
-    pool = default_pool()     # the course's pool: 2 live servers on cpu-tiny (the CI broker's)
     nb.start_servers(replica(0), replica(1))   # side by side: faster on the spare core
     first = pool.acquire(SINGLE, log_path=OUT / "replica-0.log")
     one_rows = await at_levels("one server", [first], 1800)
-else:                         # the single server must be gone before two replicas fit
-    with ServerPool(max_live=1, profile_args=profile.server_args) as own:
-        one_rows = await at_levels("one server", [own.acquire(SINGLE)], 1800)
-    pool = ServerPool(max_live=2, profile_args=profile.server_args)
-replicas = [pool.acquire(replica(i), log_path=OUT / f"replica-{i}.log") for i in range(2)]
+    replicas = [pool.acquire(replica(i), log_path=OUT / f"replica-{i}.log") for i in range(2)]
+else:
+    # The course's pool keeps one server on a GPU: it stops whatever ran before (an earlier
+    # chapter's server) to start the single one, and the single one to start replica 0. Replica 1
+    # comes from a pool of this notebook's own, into the memory replica 0 left free.
+    first = pool.acquire(SINGLE)
+    one_rows = await at_levels("one server", [first], 1800)
+    pool.release(first)
+    own = ServerPool(max_live=1, profile_args=profile.server_args)
+    replicas = [pool.acquire(replica(0), log_path=OUT / "replica-0.log"),
+                own.acquire(replica(1), log_path=OUT / "replica-1.log")]
 for i, server in enumerate(replicas):
     print(f"replica {i}: KV cache {server.facts.kv_cache_tokens:,} tokens, {binding(server)}")
 pair_rows = await at_levels("two replicas", replicas, 1900)
@@ -352,12 +358,12 @@ print(f"KV the busiest run could hold at once: {top * (ISL + OSL):,} tokens; eac
 # and its own overheads. Measure before you split a GPU.
 
 # %%
-for server in replicas:
-    pool.release(server)
+pool.release(replicas[0])
 if CPU:
+    pool.release(replicas[1])
     pool.release(first)
 else:
-    pool.close()                  # a pool this notebook owns: stop its servers now
+    own.close()                   # the pool this notebook owns: stop replica 1 now
 
 # %% [markdown]
 # ## 4. TP=2 vs DP=2 on two GPUs
@@ -443,17 +449,24 @@ if CPU and CORES >= 2:
 
 # %% [markdown]
 # ## On the H200
-# Two experiments wait for GPU hosts; both are this notebook's own cells run with
-# `PROFILE=h200`, and the reference-runs issue will commit their tables:
-# - **two replicas sharing one H200** (section 3 on a GPU: two servers at
-#   `--gpu-memory-utilization 0.45` vs one at the default 0.92), as
-#   `reference/h200/chapters/18_parallelism/replicas.json`: **pending**;
-# - **TP=2 vs DP=2 on two H200s** (section 4), as
-#   `reference/h200/chapters/18_parallelism/tp_vs_dp.json`: **pending**.
-#
-# What can be said before they run: on one H200 a second replica of the 7B card costs another
-# copy of the weights, so the pair's KV capacity is smaller than one server's. From chapter 03's
-# H200 run (one server at 0.92):
+# Section 3 ran on one H200 (2026-12-04, `vllm-course reference run ch18`,
+# `reference/h200/chapters/18_parallelism/`): the same cells with `PROFILE=h200`, 1,024 in /
+# 256 out, one server at the default `--gpu-memory-utilization` 0.92 against two replicas at 0.45
+# each on the same GPU. Section 4 (**TP=2 vs DP=2 on two H200s**) is **pending**: only one GPU
+# was lent; it will be committed as `runs/tp_vs_dp.json` in the same folder.
+
+# %%
+nb.show_reference_run("h200/chapters/18_parallelism/run.json")
+for name in ("replicas", "tp_vs_dp"):
+    ref = nb.reference(f"h200/chapters/18_parallelism/runs/{name}.json")
+    if ref:
+        display(pd.DataFrame(ref).set_index(["concurrency", "setup"])
+                [["output tok/s", "mean TPOT (ms)", "P50 TTFT (ms)", "server CPU (cores)"]]
+                .round(2))
+
+# %% [markdown]
+# What the pair's KV capacity should have been, from chapter 03's H200 run (one server at 0.92)
+# and the card's weights, assuming each replica has the single server's overheads:
 
 # %%
 burst = nb.reference("h200/observability/h200-burst/summary.json")
@@ -466,10 +479,19 @@ if burst:
     print(f"two replicas at 0.45: 2 x {kv_half / GiB:.1f} GiB = {2 * kv_half / GiB:.1f} GiB "
           f"({2 * kv_half / kv_one:.0%} of the single server's pool): each holds its own "
           f"{weights / GiB:.1f} GiB of weights and its own overheads")
-for name in ("replicas", "tp_vs_dp"):
-    ref = nb.reference(f"h200/chapters/18_parallelism/{name}.json")
-    if ref:
-        display(pd.DataFrame(ref).round(2))
+
+# %% [markdown]
+# The H200 run logged 395,680 tokens per replica (48.3 GiB), 85 % of the single server's
+# 933,472 together: the prediction held. And the GPU confirmed the rule of section 3 from the
+# other side. The 7B model keeps the H200 busy, so two replicas on it did not add throughput:
+# equal at one request in flight (214 vs 210 tok/s) and at 256 (5,328 vs 5,350 tok/s), and far
+# less at 32 in flight (2,181 vs 3,534 tok/s, x0.62), where each replica ran batches of 16 and the
+# two processes took turns on the one GPU instead of one process running batches of 32 (mean TPOT
+# 12.4 vs 7.0 ms). At 256 the pair's median TTFT was lower (971 vs 3,251 ms) at the price of a
+# longer TPOT (41.7 vs 34.6 ms); this run does not measure why (a guess to test: two schedulers,
+# each with its own 8,192-token step budget, admit twice the prompt tokens per round of steps).
+# The host's cores were never the limit: the servers used 1.0-1.3 of 16. What the GPU spends on
+# a second copy of the weights and of everything else buys nothing here.
 
 # %% [markdown]
 # ## Summary

@@ -71,7 +71,7 @@ def reference_run(items: tuple[str, ...], number: int, call_s: int, time_s: int 
     folder = Path(out) / f"call-{number}"
     runs = run_call(call, folder, calls=len(calls), echo=click.echo)
     ok = sum(r["exit"] == 0 for r in runs)
-    click.echo(f"call {number}: {ok} of {len(calls[number - 1].items)} item(s) ok; {folder}")
+    click.echo(f"call {number}: {ok} of {len(call.items)} item(s) ok; {folder}")
     if pack_to:
         for part in pack(folder, Path(pack_to), f"reference-call-{number}"):
             click.echo(f"packed {part} ({part.stat().st_size / 2**20:.1f} MiB)")

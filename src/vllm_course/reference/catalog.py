@@ -21,6 +21,10 @@ REFERENCE_ROOT = REPO_ROOT / "reference"
 #: of 2026-11/12 (reference/h200/): chapters took 137-389 s each with their server starts
 #: (100-130 s for a 7B card), lab02/lab03 calibrations 337 and 438 s, a Poisson comparison of
 #: 900 requests x 2 repeats per tool about 400 s with its server start.
+#: Labs graded on definitions, not on measured performance: nothing to calibrate, so their
+#: reference run is ``vllm-course lab check`` on the solution (the grading scenarios' labs
+#: without targets; a unit test keeps the two in step).
+UNMEASURED_LABS = ("lab01",)
 DEFAULT_S = {"chapter": 300, "lab": 450, "bench": 420, "demo": 240}
 
 #: The harness comparisons: issue 19's two workloads (compare_vllm_bench.py's flags). The
@@ -61,6 +65,9 @@ class Item:
         runs in a kernel instead: ``[]``)."""
         py = [sys.executable]
         if self.kind == "lab":
+            if self.id in UNMEASURED_LABS:
+                return [*py, "-m", "vllm_course", "lab", "check",
+                        str(REPO_ROOT / "labs" / "source" / self.id / f"{self.id}.ipynb")]
             return [*py, "-m", "vllm_course", "calibrate", self.id, "--profile", profile,
                     "--out", str(out / "calibration.json")]
         if self.kind == "bench":

@@ -45,6 +45,8 @@ LEAVE_OUT = ("requests.jsonl", "workload.jsonl", "vllm-custom.jsonl")
 PART_BYTES = 16 * 2**20 - 4096
 #: The pack's list of items and their folders (``{"ch11": "chapters/11_max_num_seqs"}``).
 MANIFEST = "items.json"
+#: The matplotlib backend a chapter runs with: ipykernel's own, which sends each figure back.
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 MAX_PARTS = 8
 
 
@@ -144,7 +146,9 @@ def run_chapter(item: Item, dest: Path, broker_url: str, deadline: float) -> dic
     nb = nbformat.read(path, as_version=4)
     t0, failed, exit_code = time.time(), None, 0
     saved = {k: os.environ.get(k) for k in (ENV_VAR, "MPLBACKEND")}
-    os.environ.update({ENV_VAR: broker_url, "MPLBACKEND": "Agg"})
+    # the kernel's inline backend turns plt.show() into PNG outputs; "Agg" (set in CI's
+    # notebook tests) would draw nothing, and the run would come back without its figures
+    os.environ.update({ENV_VAR: broker_url, "MPLBACKEND": INLINE_BACKEND})
     try:
         NotebookClient(nb, kernel_name="python3",
                        resources={"metadata": {"path": str(path.parent)}},

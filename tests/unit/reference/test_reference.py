@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 from vllm_course.reference import catalog, plan, select
 from vllm_course.reference import run as runmod
-from vllm_course.reference.catalog import DEFAULT_S, REPO_ROOT, Item
+from vllm_course.reference.catalog import DEFAULT_S, REPO_ROOT, UNMEASURED_LABS, Item
 from vllm_course.reference.plan import Call, describe, grouped
 
 
@@ -68,6 +69,15 @@ def test_commands_write_into_the_folder_given(tmp_path):
     assert bench[1].endswith("benchmarks/compare_vllm_bench.py")
     assert bench[bench.index("--rate") + 1] == "inf" and bench[-1] == str(tmp_path)
     assert items["ch01"].argv("m", "h200", tmp_path) == []
+    # lab01 has no performance target to calibrate ("calibrate lab01" exits 2 on the H200):
+    # its reference run is the solution notebook checked as the autograder checks it
+    lab01 = items["lab01"].argv("mistral-7b-v0.3", "h200", tmp_path)
+    assert lab01[1:5] == ["-m", "vllm_course", "lab", "check"]
+    assert lab01[-1] == str(REPO_ROOT / "labs/source/lab01/lab01.ipynb")
+    assert Path(lab01[-1]).is_file()
+    from vllm_course.grading.spec import SCENARIOS
+
+    assert UNMEASURED_LABS == tuple(k for k, sc in SCENARIOS.items() if not sc.targets)
 
 
 # -- the plan ---------------------------------------------------------------------------------
@@ -282,3 +292,24 @@ def test_time_s_shortens_the_call_but_keeps_the_plans_items(monkeypatch, tmp_pat
     result = CliRunner().invoke(main, [*args, "--time-s", "600"])   # not longer than the plan's
     assert result.exit_code == 0, result.output
     assert [i.id for i in ran[1].items] == ["c"] and ran[1].limit_s == 540
+
+
+def test_a_chapters_figures_come_back_even_where_mplbackend_is_agg(monkeypatch, tmp_path):
+    """plt.show() under the Agg backend draws nothing: the H200 runs of chapters 10, 13, 17 and
+    18 came back without one figure. The runner gives the kernel ipykernel's inline backend."""
+    monkeypatch.setenv("MPLBACKEND", "Agg")        # as tests/notebooks/conftest.py sets it
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\n"
+                                          "plt.plot([1, 2, 3])\nplt.show()\nprint('drawn')")]
+    (tmp_path / "chapters").mkdir()
+    nbformat.write(nb, tmp_path / "chapters" / "99_plot.ipynb")
+    monkeypatch.setattr(runmod, "REPO_ROOT", tmp_path)
+    item = Item("ch99", "chapter", "chapters/99_plot.ipynb", "chapters/99_plot", 10, "test")
+    dest = tmp_path / "out"
+    dest.mkdir()
+    got = runmod.run_chapter(item, dest, "http://127.0.0.1:9", time.monotonic() + 120)
+    assert got["exit"] == 0, got["failed"]
+    assert (dest / "outputs.txt").read_text() == "drawn\n"
+    png = (dest / "figure-01.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 1000
+    assert os.environ["MPLBACKEND"] == "Agg"    # restored after the run
