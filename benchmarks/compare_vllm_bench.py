@@ -494,10 +494,11 @@ def diagnostics(a: argparse.Namespace, pairs: list[tuple[ToolRun, ToolRun]],
                 facts: dict) -> list[str]:
     cores = os.cpu_count() or 1
     lines = [f"CPU diagnostics ({cores} cores; client/server CPU over the tool's warmup+run "
-             "window; machine busy = all cores):",
-             f"  idle server (3 s before the runs): server CPU "
-             f"{facts.get('idle_server_cpu_share', math.nan):.0%} of a core, machine busy "
-             f"{facts.get('idle_machine_busy', math.nan):.0%}"]
+             "window; machine busy = all cores):"]
+    if "idle_server_cpu_share" in facts:     # merged runs have no one idle server to show
+        lines.append(f"  idle server (3 s before the runs): server CPU "
+                     f"{facts['idle_server_cpu_share']:.0%} of a core, machine busy "
+                     f"{facts.get('idle_machine_busy', math.nan):.0%}")
     for rep, pair in enumerate(pairs, start=1):
         for run in pair:
             w = run.window
@@ -730,9 +731,8 @@ def merge(paths: list[Path]) -> int:
     header = (f"merged: {len(pairs)} repeats from {len(runs)} runs, each on its own server "
               f"(ready in {ready} s): {a.model}, {a.num_requests} requests x {a.input_len} "
               f"prompt / {a.output_len} output tokens, rate {first['rate']} req/s")
-    facts = {"idle_server_cpu_share": math.nan, "idle_machine_busy": math.nan}
     out = [header, *[f"  {p}" for p in paths], "", *table, "", line, "",
-           *diagnostics(a, pairs, facts)[2:]]
+           *diagnostics(a, pairs, facts={})]
     print("\n".join(out))
     return 0 if ok else 1
 

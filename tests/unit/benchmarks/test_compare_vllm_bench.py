@@ -86,6 +86,10 @@ def test_merging_recorded_runs_reads_every_repeat(script, tmp_path, capsys):
     merged = (sum(recorded) + 3.0) / 6
     assert f"output_throughput ratio {merged:.3f}" in out
     assert "repeat 6: client CPU per output token, ours / vllm bench serve's: 0.50" in out
+    # the diagnostics keep their header and every repeat's window; only the idle-server line,
+    # which no merged run has, is left out (it had printed "nan%")
+    assert "CPU diagnostics (" in out and "  repeat 1 vllm:" in out and "  repeat 6 ours:" in out
+    assert "idle server" not in out and "nan%" not in out
     assert rc == 1     # mean TPOT 1.100 in the recorded repeats: still outside 5 %
 
 
