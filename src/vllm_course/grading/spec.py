@@ -314,7 +314,11 @@ SCENARIOS: dict[str, Scenario] = {
                                         "Intel Xeon"),
             "h200": ProfileLoad(rate_rps=12.0, slo=SLO(ttft_ms=200.0, tpot_ms=20.0),
                                 how="estimate: a cap of 4 at ~0.7 s per request serves ~6 of "
-                                    "the 12 req/s; the SLO is the h200 profile's demo SLO"),
+                                    "the 12 req/s; the SLO is the h200 profile's demo SLO. "
+                                    "Not a working scenario yet: on the course's H200 "
+                                    "(2026-12-04) the cpu-tiny solution, a cap of 24, missed "
+                                    "it in 3 of 3 runs (P99 TPOT 23-29 ms with "
+                                    "--enforce-eager; reference/h200/labs/README.md)"),
             "h100-80g": ProfileLoad(rate_rps=8.0, slo=SLO(ttft_ms=200.0, tpot_ms=20.0),
                                     how="estimate, scaled from h200 by HBM bandwidth (x0.70)"),
             "a100-80g": ProfileLoad(rate_rps=5.0, slo=SLO(ttft_ms=200.0, tpot_ms=20.0),
