@@ -22,8 +22,9 @@ REFERENCE_ROOT = REPO_ROOT / "reference"
 #: (100-130 s for a 7B card), lab02/lab03 calibrations 337 and 438 s, a Poisson comparison of
 #: 900 requests x 2 repeats per tool about 400 s with its server start.
 #: Labs graded on definitions, not on measured performance: nothing to calibrate, so their
-#: reference run is ``vllm-course lab check`` on the solution (the grading scenarios' labs
-#: without targets; a unit test keeps the two in step).
+#: reference run executes the solution notebook (``labs/source/<lab>/``), whose run cell starts
+#: its own server and whose test cells, hidden ones included, check the run (the grading
+#: scenarios' labs without targets; a unit test keeps the two in step).
 UNMEASURED_LABS = ("lab01",)
 DEFAULT_S = {"chapter": 300, "lab": 450, "bench": 420, "demo": 240}
 
@@ -45,7 +46,8 @@ class Item:
     Attributes:
         id: ``ch11``, ``lab03``, ``bench-burst``, ``demo``.
         kind: ``chapter``, ``lab``, ``bench`` or ``demo``.
-        source: the chapter's notebook (repository-relative), else the lab id or script.
+        source: the notebook a chapter or an unmeasured lab runs (repository-relative), else the
+            lab id or script.
         dest: its results folder under ``reference/<profile>/``.
         estimate_s: expected device seconds, server starts included (s).
         estimate_from: where the estimate comes from, for a person.
@@ -65,9 +67,8 @@ class Item:
         runs in a kernel instead: ``[]``)."""
         py = [sys.executable]
         if self.kind == "lab":
-            if self.id in UNMEASURED_LABS:
-                return [*py, "-m", "vllm_course", "lab", "check",
-                        str(REPO_ROOT / "labs" / "source" / self.id / f"{self.id}.ipynb")]
+            if self.source.endswith(".ipynb"):    # executed in a kernel, as a chapter is
+                return []
             return [*py, "-m", "vllm_course", "calibrate", self.id, "--profile", profile,
                     "--out", str(out / "calibration.json")]
         if self.kind == "bench":
@@ -102,7 +103,9 @@ def catalog(profile: str = "h200", root: Path = REPO_ROOT) -> list[Item]:
         items.append(_item(f"ch{nb.name[:2]}", "chapter", nb.relative_to(root).as_posix(),
                            f"chapters/{nb.stem}", profile))
     for lab in sorted((root / "labs" / "source").glob("lab[0-9][0-9]")):
-        items.append(_item(lab.name, "lab", lab.name, f"labs/{lab.name}", profile))
+        source = ((lab / f"{lab.name}.ipynb").relative_to(root).as_posix()
+                  if lab.name in UNMEASURED_LABS else lab.name)
+        items.append(_item(lab.name, "lab", source, f"labs/{lab.name}", profile))
     for bench in BENCH_ARGS:
         items.append(_item(bench, "bench", "benchmarks/compare_vllm_bench.py", f"bench/{bench}",
                            profile))

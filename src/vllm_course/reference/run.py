@@ -136,8 +136,10 @@ class _Recorder:
 
 
 def run_chapter(item: Item, dest: Path, broker_url: str, deadline: float) -> dict:
-    """Execute a chapter notebook unchanged against the broker's servers; write its
-    ``outputs.txt`` and figures in ``dest``. Returns run.json's fields about the run."""
+    """Execute a chapter notebook unchanged against the broker's servers (or a lab's solution
+    notebook, whose run cell starts servers of its own and whose test cells then check it);
+    write its ``outputs.txt`` and figures in ``dest``. Returns run.json's fields about the
+    run."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, DeadKernelError
@@ -168,8 +170,10 @@ def run_chapter(item: Item, dest: Path, broker_url: str, deadline: float) -> dic
     (dest / "outputs.txt").write_text(text)
     for n, png in enumerate(pngs, start=1):
         (dest / f"figure-{n:02d}.png").write_bytes(png)
-    left_out = copy_small_files(REPO_ROOT / "results" / "chapters" / path.stem, dest / "runs",
-                                since=t0)
+    # a chapter writes under results/chapters/<its name>/, a lab next to its notebook
+    results = (REPO_ROOT / "results" / "chapters" / path.stem if item.kind == "chapter"
+               else path.parent / "results")
+    left_out = copy_small_files(results, dest / "runs", since=t0)
     return {"how": "the notebook executed top to bottom, unchanged (nbclient), servers "
                    "borrowed from the call's pool",
             "exit": exit_code, "failed": failed, "checks": checks, "left_out": left_out}
@@ -226,14 +230,17 @@ def run_call(call: Call, out: Path, *, calls: int = 1,
                 if left < MIN_LEFT_S:
                     fields = {"how": "not started", "exit": None, "checks": [], "left_out": [],
                               "failed": f"not started: {left:.0f} s of the call were left"}
-                elif item.kind == "chapter":
-                    echo(f"[{item.id}] running {item.source} (~{item.estimate_s} s, "
-                         f"{left:.0f} s left in the call)")
-                    fields = run_chapter(item, dest, url, deadline)
                 else:
                     echo(f"[{item.id}] running {item.source} (~{item.estimate_s} s, "
                          f"{left:.0f} s left in the call)")
-                    fields = run_command(item, dest, profile.model, profile.name, deadline)
+                    if item.kind != "chapter":
+                        # labs, comparisons and the demo start servers of their own: on a GPU
+                        # an earlier chapter's idle server would still hold the memory
+                        pool.stop_idle()
+                    if item.source.endswith(".ipynb"):
+                        fields = run_chapter(item, dest, url, deadline)
+                    else:
+                        fields = run_command(item, dest, profile.model, profile.name, deadline)
                 wall = round(time.monotonic() - t)
                 run = {"item": item.id, "kind": item.kind, **facts, "model": profile.model,
                        "device_call": f"{call.number} of {calls}", "wall_s": wall,

@@ -164,6 +164,15 @@ class ServerPool:
                     self._in_use.discard(key)
                     self._last_used[key] = time.monotonic()
 
+    def stop_idle(self) -> int:
+        """Stop every server no run is using (say, before a command that starts servers of its
+        own: on a GPU an idle server still holds its memory). Returns how many were stopped."""
+        with self._lock:
+            idle = [k for k in self._servers if k not in self._in_use]
+            for key in idle:
+                self._servers.pop(key).stop()
+        return len(idle)
+
     def _make_room(self, n: int = 1, keep: Collection[str] = ()) -> None:
         """Stop idle servers, least recently used first, until ``n`` more fit in ``max_live``
         (never one in use or in ``keep``).

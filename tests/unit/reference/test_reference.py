@@ -70,11 +70,10 @@ def test_commands_write_into_the_folder_given(tmp_path):
     assert bench[bench.index("--rate") + 1] == "inf" and bench[-1] == str(tmp_path)
     assert items["ch01"].argv("m", "h200", tmp_path) == []
     # lab01 has no performance target to calibrate ("calibrate lab01" exits 2 on the H200):
-    # its reference run is the solution notebook checked as the autograder checks it
-    lab01 = items["lab01"].argv("mistral-7b-v0.3", "h200", tmp_path)
-    assert lab01[1:5] == ["-m", "vllm_course", "lab", "check"]
-    assert lab01[-1] == str(REPO_ROOT / "labs/source/lab01/lab01.ipynb")
-    assert Path(lab01[-1]).is_file()
+    # its reference run executes the solution notebook in a kernel, as a chapter's does
+    assert items["lab01"].source == "labs/source/lab01/lab01.ipynb"
+    assert (REPO_ROOT / items["lab01"].source).is_file()
+    assert items["lab01"].argv("mistral-7b-v0.3", "h200", tmp_path) == []
     from vllm_course.grading.spec import SCENARIOS
 
     assert UNMEASURED_LABS == tuple(k for k, sc in SCENARIOS.items() if not sc.targets)
@@ -313,3 +312,32 @@ def test_a_chapters_figures_come_back_even_where_mplbackend_is_agg(monkeypatch, 
     png = (dest / "figure-01.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 1000
     assert os.environ["MPLBACKEND"] == "Agg"    # restored after the run
+
+
+def test_items_that_start_their_own_servers_find_the_pools_idle_servers_stopped(tmp_path,
+                                                                               monkeypatch):
+    """ch13's and ch18's first H200 runs: a server left idle in the call's pool by an earlier
+    item kept the GPU's memory, and the next server was refused. Before a lab, comparison or
+    the demo (and lab01's notebook, whose run cell starts its own server) the pool stops its
+    idle servers; chapters borrow from it and keep them."""
+    events: list[str] = []
+    monkeypatch.setattr(runmod.ServerPool, "stop_idle", lambda self: events.append("stop") or 0)
+
+    def fake_chapter(item, dest, url, deadline):
+        events.append(f"kernel {item.id}")
+        return {"how": "test", "exit": 0, "failed": None, "checks": [], "left_out": []}
+
+    def fake_command(item, dest, model, profile, deadline):
+        events.append(f"command {item.id}")
+        return {"how": "test", "exit": 0, "failed": None, "checks": [], "left_out": []}
+
+    monkeypatch.setattr(runmod, "run_chapter", fake_chapter)
+    monkeypatch.setattr(runmod, "run_command", fake_command)
+    items = [Item("ch10", "chapter", "chapters/10_block_size.ipynb", "chapters/10", 300, "t"),
+             Item("ch11", "chapter", "chapters/11_max_num_seqs.ipynb", "chapters/11", 300, "t"),
+             Item("bench-burst", "bench", "benchmarks/compare_vllm_bench.py", "bench/b", 420, "t"),
+             Item("lab01", "lab", "labs/source/lab01/lab01.ipynb", "labs/lab01", 450, "t")]
+    runs = runmod.run_call(Call(1, items), tmp_path / "call-1", echo=lambda line: None)
+    assert [r["exit"] for r in runs] == [0, 0, 0, 0]
+    assert events == ["kernel ch10", "kernel ch11", "stop", "command bench-burst", "stop",
+                      "kernel lab01"]

@@ -204,3 +204,13 @@ def test_close_stops_a_start_in_progress_at_once(monkeypatch, tmp_path):
         import os
         os.kill(pid, 0)
     assert p.servers == [] and not p._starting
+
+
+def test_stop_idle_stops_every_idle_server_and_none_in_use(owner):
+    in_use = owner.acquire(config(1))
+    owner.release(owner.acquire(config(2)))
+    assert owner.stop_idle() == 1
+    assert Server.stopped == [2] and in_use.alive()
+    assert [s.config.args["max-num-seqs"] for s in owner.servers] == [1]
+    owner.release(in_use)
+    assert owner.stop_idle() == 1 and owner.servers == [] and Server.stopped == [2, 1]
