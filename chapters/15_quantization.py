@@ -205,6 +205,10 @@ DEFAULT = own_format(MODEL_CARD.config)         # "float32" on cpu-tiny, "bf16" 
 DEFAULT_BYTES = MODEL_CARD.dtype_bytes          # its KV bytes per number (--kv-cache-dtype auto)
 # vLLM's CPU build stores an fp8 KV cache only on x86 with AVX-512 or AMX
 FP8_KV_OK = env.vllm_build() != "cpu" or env.supports_cpu_fp8_kv(env.cpu_flags())
+# A GPU run needs more server starts than one device call holds, so the reference runs take the
+# fp8 variants and the int4 cards in two executions (nb.part); a learner's run has both parts
+RUN_FP8 = nb.part("fp8")
+FP8_KV = FP8_KV_OK and RUN_FP8
 BASE = ServerConfig(model=profile.model, args={"enforce-eager": True} if CPU else {})
 KV_FP8 = ServerConfig(model=profile.model, args={**BASE.args, "kv-cache-dtype": "fp8"})
 # fp8 weights quantize a 16-bit model (vLLM accepts only bf16 and fp16 activations for them), so
@@ -269,19 +273,21 @@ if not FP8_KV_OK:   # the library refuses it before launch, with the reason
 # on a GPU two servers at --gpu-memory-utilization 0.92 cannot run at once: section 3 tries it later
 W_FP8_LOG.unlink(missing_ok=True)
 loop = asyncio.get_running_loop()
-trial = loop.run_in_executor(None, try_start, W_FP8, W_FP8_LOG) if CPU else None
-if not (FP8_KV_OK and nb.start_servers(BASE, KV_FP8)):   # side by side where two can run
-    for config in (BASE, KV_FP8) if FP8_KV_OK else (BASE,):
+trial = loop.run_in_executor(None, try_start, W_FP8, W_FP8_LOG) if CPU and RUN_FP8 else None
+# on the CPU both start now, side by side where two can run; on a GPU each when it is measured
+# (starting both first would start each twice: the pool keeps one server on a GPU)
+if CPU and not (FP8_KV and nb.start_servers(BASE, KV_FP8)):
+    for config in (BASE, KV_FP8) if FP8_KV else (BASE,):
         pool.release(pool.acquire(config))  # started (or found running) in the course's pool
 fp8_weights_error = await trial if trial else None
 
 results = {DEFAULT: await measure(DEFAULT, BASE, 1500)}
-if FP8_KV_OK:
+if FP8_KV:
     results["fp8 KV cache"] = await measure("fp8-kv", KV_FP8, 1510)
 
 # %%
 base_facts = results[DEFAULT]["high batch"].startup
-fp8_facts = results["fp8 KV cache"]["high batch"].startup if FP8_KV_OK else None
+fp8_facts = results["fp8 KV cache"]["high batch"].startup if FP8_KV else None
 kv_memory = profile.server_args.get("kv-cache-memory-bytes")
 block = base_facts.block_size
 c = CARDS[profile.model]
@@ -294,14 +300,15 @@ if kv_memory:
 pools = pd.DataFrame({
     label: {"KV bytes per token": kv_bytes_per_token(c, nbytes),
             "predicted KV tokens": predicted.get(label),
-            "KV tokens (startup log)": f.kv_cache_tokens if f else "not run on this CPU",
+            "KV tokens (startup log)": f.kv_cache_tokens if f else (
+                "not run: part 'fp8' skipped" if FP8_KV_OK else "not run on this CPU"),
             "block size": f.block_size if f else None,
             f"max concurrency at {base_facts.max_model_len:,} tokens":
                 f.max_concurrency if f else None}
     for (label, nbytes), f in zip(KV_FORMATS, (base_facts, fp8_facts))
 })
 display(pools)
-if FP8_KV_OK:
+if FP8_KV:
     log_text = (Path(results["fp8 KV cache"]["high batch"].path) / "server.log").read_text(
         errors="replace")
     fp8_line = re.search(r"Using fp8 data type to store kv cache[^\n]*", log_text)
@@ -311,7 +318,8 @@ if FP8_KV_OK:
 else:
     print(f"the {DEFAULT} pool only: {base_facts.kv_cache_tokens:,} tokens "
           f"({kv_bytes_per_token(c, DEFAULT_BYTES):,} bytes per token); an fp8 KV cache would "
-          f"hold x{DEFAULT_BYTES} of it, but this CPU cannot run one")
+          f"hold x{DEFAULT_BYTES} of it, but " + ("this CPU cannot run one" if not FP8_KV_OK
+                                                else "this execution skips part 'fp8'"))
 
 # %% [markdown]
 # Where the fp8 server runs: same memory, a quarter of float32's bytes per token (half of bf16's
@@ -352,12 +360,14 @@ def root_cause(log_path: Path) -> str | None:
     return m.group(1) if m else None
 
 
-if not CPU:   # on a GPU the attempt runs now, alone, through the pool
+if not CPU and RUN_FP8:   # on a GPU the attempt runs now, alone, through the pool
     try:
         pool.release(pool.acquire(W_FP8, log_path=W_FP8_LOG))
     except ServerError as exc:
         fp8_weights_error = exc
-if fp8_weights_error is not None:
+if not RUN_FP8:
+    print("this execution skips part 'fp8': no fp8 weights server")
+elif fp8_weights_error is not None:
     exc = fp8_weights_error
     print(f"the server did not start. ServerError.cause: {exc.cause!r}")
     print("  message:", str(exc).splitlines()[0])
@@ -422,12 +432,14 @@ def kernel_lines(run) -> list[str]:
     return sorted(set(re.findall(r"Using (\w+Kernel) for (\w+Method)\b", text)))
 
 
-RUN_INT4 = nb.size() == "full" or not CPU
+RUN_INT4 = (nb.size() == "full" or not CPU) and nb.part("int4")
 if RUN_INT4:
     for seed, method in ((1530, "AWQ"), (1540, "GPTQ")):
         results[f"{method} int4"] = await measure(method.lower(), int4_card(method), seed)
         for kernel, method_class in kernel_lines(results[f"{method} int4"]["high batch"]):
             print(f"{method}: vLLM used {kernel} for {method_class}")
+elif not nb.part("int4"):
+    print("this execution skips part 'int4': no AWQ or GPTQ card")
 else:
     print("COURSE_SIZE=ci: the AWQ and GPTQ cards are skipped (two more server starts); "
           "run the chapter at full size to measure them")
@@ -551,7 +563,7 @@ if predicted:
              f"the {DEFAULT} pool equals the prediction from memory / (block x KV bytes per token)",
              f"predicted {predicted[DEFAULT]:,} at {kv_bytes_per_token(c, DEFAULT_BYTES):,} bytes "
              f"per token, startup log {base_facts.kv_cache_tokens:,}")
-if FP8_KV_OK:
+if FP8_KV:
     nb.check(fp8_facts.kv_cache_tokens == DEFAULT_BYTES * base_facts.kv_cache_tokens,
              f"the fp8 KV cache holds x{DEFAULT_BYTES} the {DEFAULT} tokens in the same memory",
              f"{base_facts.kv_cache_tokens:,} -> {fp8_facts.kv_cache_tokens:,} tokens")
@@ -563,6 +575,8 @@ if FP8_KV_OK:
              < 0.02,
              f"the reported maximum concurrency grows x{DEFAULT_BYTES} with the fp8 KV cache",
              f"{base_facts.max_concurrency}x -> {fp8_facts.max_concurrency}x")
+elif not RUN_FP8:
+    print("skipped: the fp8 checks (this execution skips part 'fp8')")
 else:
     print("skipped: the fp8 KV pool checks (x4 tokens, its prediction, x4 maximum concurrency) "
           "and the fp8 KV speed check: this CPU has no AVX-512 or AMX, so vLLM's CPU build "
@@ -570,7 +584,7 @@ else:
     nb.check(kv_fp8_error is not None and kv_fp8_error.cause == "bad_value",
              "the library refuses an fp8 KV cache on this CPU before launching a server",
              f"cause {getattr(kv_fp8_error, 'cause', None)!r}")
-if CPU:
+if CPU and RUN_FP8:
     cause = root_cause(W_FP8_LOG) if fp8_weights_error else None
     nb.check(fp8_weights_error is not None and "fp8" in (cause or ""),
              "the CPU build refuses --quantization fp8 while loading the weights",
@@ -580,7 +594,7 @@ nb.check(all(r.summary.completed == r.summary.num_requests
              and r.summary.total_output_tokens == r.summary.num_requests * OSL for r in runs),
          "every run completed all its requests with exactly OSL output tokens each",
          f"{len(runs)} runs, {sum(r.summary.num_requests for r in runs)} requests")
-if FP8_KV_OK:
+if FP8_KV:
     nb.check(0.5 < lo["fp8 KV cache"] < 1.5 and 0.5 < hi["fp8 KV cache"] < 1.5,
              f"the fp8 KV cache's output tok/s stays within x0.5-x1.5 of {DEFAULT} at both levels",
              f"low x{lo['fp8 KV cache']:.2f}, high x{hi['fp8 KV cache']:.2f}")
@@ -635,9 +649,12 @@ if burst:
 #
 # This notebook's own run on the H200 (`PROFILE=h200`, `reference/h200/chapters/15_quantization/`,
 # 2026-12-04) measured bf16 and the fp8 KV cache, then ran out of its device call while the
-# `--quantization fp8` server started: fp8 weights, the AWQ and GPTQ cards and "Model loading
-# took ... GiB" from each log are **pending** (the cell after next shows that table,
-# `quantization.json`, when it lands). What it measured: the fp8 KV cache held 1,867,392 tokens
+# `--quantization fp8` server started: five servers of a 7B model (68-80 s to start each, with
+# its runs about 2 minutes) do not fit one 9-minute device call. The reference runs now take the
+# chapter in two executions, `ch15.fp8` (bf16, fp8 KV cache, fp8 weights) and `ch15.int4` (bf16,
+# AWQ, GPTQ), each with its own bf16 server for the ratios; fp8 weights, the AWQ and GPTQ cards
+# and "Model loading took ... GiB" from each log are **pending** until they run (the cells
+# below show them when they land). What the first run measured: the fp8 KV cache held 1,867,392 tokens
 # against bf16's 933,952 in the same memory (x1.99945, as predicted), and at 512 requests at
 # once, which bf16's pool already held, it was *slower* (one run each): 4,407 against 4,849
 # output tok/s, TPOT 85.7 against 75.3 ms (at one request in flight the two were equal, 4.85 and
@@ -646,13 +663,16 @@ if burst:
 # limited the batch (chapter 08's memory diagnosis), not by default.
 
 # %%
-nb.show_reference_run("h200/chapters/15_quantization/run.json")
+H200_RUNS = ("15_quantization", "15_quantization.fp8", "15_quantization.int4")
+for folder in H200_RUNS:
+    nb.show_reference_run(f"h200/chapters/{folder}/run.json")
 
 # %%
-h200_speed = nb.reference("h200/chapters/15_quantization/quantization.json")
-if h200_speed:
-    h200_table = pd.DataFrame(h200_speed).set_index(["variant", "level"])
-    display(h200_table.round(2))
+h200_speed = {folder: nb.reference(f"h200/chapters/{folder}/runs/quantization.json")
+              for folder in H200_RUNS[1:]}
+rows = [{"run": folder, **row} for folder, table in h200_speed.items() for row in table or []]
+if rows:
+    display(pd.DataFrame(rows).set_index(["run", "variant", "level"]).round(2))
 
 # %% [markdown]
 # ## Summary

@@ -51,6 +51,17 @@ def scaled(full: int, ci: int) -> int:
     return ci if size() == "ci" else full
 
 
+def part(name: str) -> bool:
+    """Whether this execution runs the part ``name`` of a chapter: True unless
+    ``COURSE_PARTS`` names other parts only. A chapter whose GPU run needs more server starts
+    than one device call holds is run in parts (``vllm-course reference run ch15.int4``; see
+    reference/README.md); a learner runs every part."""
+    from vllm_course.reference.catalog import PARTS_VAR
+
+    chosen = {p.strip() for p in os.environ.get(PARTS_VAR, "").split(",") if p.strip()}
+    return not chosen or name in chosen
+
+
 def setup(quiet: bool = False) -> Profile:
     """Detect the hardware profile and say where this notebook runs.
 

@@ -26,6 +26,12 @@ REFERENCE_ROOT = REPO_ROOT / "reference"
 #: its own server and whose test cells, hidden ones included, check the run (the grading
 #: scenarios' labs without targets; a unit test keeps the two in step).
 UNMEASURED_LABS = ("lab01",)
+#: The environment variable naming the parts of a chapter a kernel runs (comma-separated;
+#: unset or empty: all), read by :func:`vllm_course.notebook.part`.
+PARTS_VAR = "COURSE_PARTS"
+#: Chapters whose GPU run needs more server starts than one device call holds, and the parts
+#: (``nb.part(...)`` in the notebook) each of which fits one: ``ch15.fp8`` runs part "fp8".
+CHAPTER_PARTS = {"ch15": ("fp8", "int4")}
 DEFAULT_S = {"chapter": 300, "lab": 450, "bench": 420, "demo": 240}
 
 #: The harness comparisons: issue 19's two workloads (compare_vllm_bench.py's flags). The
@@ -52,6 +58,8 @@ class Item:
         estimate_s: expected device seconds, server starts included (s).
         estimate_from: where the estimate comes from, for a person.
         servers: server settings its last run used (``ServerConfig.key()``), empty if unknown.
+        parts: for one part of a chapter (id ``ch15.int4``), the ``COURSE_PARTS`` its kernel
+            runs with (:func:`vllm_course.notebook.part`); empty: the whole chapter.
     """
 
     id: str
@@ -61,6 +69,7 @@ class Item:
     estimate_s: int
     estimate_from: str
     servers: tuple[str, ...] = field(default=())
+    parts: str = ""
 
     def argv(self, model: str, profile: str, out: Path) -> list[str]:
         """The command that runs a lab, bench or demo item, writing into ``out`` (a chapter
@@ -86,22 +95,25 @@ def _last_run(folder: Path) -> dict:
         return {}
 
 
-def _item(id_: str, kind: str, source: str, dest: str, profile: str) -> Item:
+def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str = "") -> Item:
     last = _last_run(REFERENCE_ROOT / profile / dest)
     if isinstance(last.get("wall_s"), int | float):
         how = f"its last run: {last['wall_s']:.0f} s on {last.get('measured', '?')}"
         estimate = int(round(last["wall_s"]))
     else:
         how, estimate = f"not run yet: the default for a {kind}", DEFAULT_S[kind]
-    return Item(id_, kind, source, dest, estimate, how, tuple(last.get("servers", ())))
+    return Item(id_, kind, source, dest, estimate, how, tuple(last.get("servers", ())), parts)
 
 
 def catalog(profile: str = "h200", root: Path = REPO_ROOT) -> list[Item]:
     """Every item, in the course's order: the demo, chapters, labs, then the comparisons."""
     items = [_item("demo", "demo", "vllm_course demo", "demo", profile)]
     for nb in sorted((root / "chapters").glob("[0-9][0-9]_*.ipynb")):
-        items.append(_item(f"ch{nb.name[:2]}", "chapter", nb.relative_to(root).as_posix(),
-                           f"chapters/{nb.stem}", profile))
+        chapter, source = f"ch{nb.name[:2]}", nb.relative_to(root).as_posix()
+        items.append(_item(chapter, "chapter", source, f"chapters/{nb.stem}", profile))
+        for name in CHAPTER_PARTS.get(chapter, ()):
+            items.append(_item(f"{chapter}.{name}", "chapter", source,
+                               f"chapters/{nb.stem}.{name}", profile, parts=name))
     for lab in sorted((root / "labs" / "source").glob("lab[0-9][0-9]")):
         source = ((lab / f"{lab.name}.ipynb").relative_to(root).as_posix()
                   if lab.name in UNMEASURED_LABS else lab.name)
@@ -117,8 +129,9 @@ GROUPS = {"chapters": "chapter", "labs": "lab", "bench": "bench"}
 
 def select(words: list[str], items: list[Item]) -> list[Item]:
     """The items ``words`` name, in the catalog's order, each once: ids (``ch11``, ``lab03``,
-    ``bench-burst``, ``demo``), ranges of one kind (``ch01-ch08``), ``chapters``, ``labs``,
-    ``bench`` or ``all``.
+    ``bench-burst``, ``demo``, a chapter's part ``ch15.int4``), ranges of one kind
+    (``ch01-ch08``), ``chapters``, ``labs``, ``bench`` or ``all`` (ranges and groups hold whole
+    chapters, not their parts).
 
     Raises:
         ValueError: a word names nothing (the message lists what exists).
@@ -128,9 +141,9 @@ def select(words: list[str], items: list[Item]) -> list[Item]:
     for word in words:
         w = word.strip().lower()
         if w == "all":
-            chosen |= set(by_id)
+            chosen |= {i.id for i in items if not i.parts}
         elif w in GROUPS:
-            chosen |= {i.id for i in items if i.kind == GROUPS[w]}
+            chosen |= {i.id for i in items if i.kind == GROUPS[w] and not i.parts}
         elif m := re.fullmatch(r"([a-z]+)(\d+)-([a-z]+)?(\d+)", w):
             prefix, lo, prefix2, hi = m.group(1), int(m.group(2)), m.group(3), int(m.group(4))
             if prefix2 not in (None, prefix):

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from vllm_course import env
 from vllm_course.env import doctor, machine
-from vllm_course.reference.catalog import REFERENCE_ROOT, REPO_ROOT, Item
+from vllm_course.reference.catalog import PARTS_VAR, REFERENCE_ROOT, REPO_ROOT, Item
 from vllm_course.reference.plan import Call
 from vllm_course.server import ServerPool
 from vllm_course.server.broker import ENV_VAR, PoolBroker
@@ -147,10 +147,11 @@ def run_chapter(item: Item, dest: Path, broker_url: str, deadline: float) -> dic
     path = REPO_ROOT / item.source
     nb = nbformat.read(path, as_version=4)
     t0, failed, exit_code = time.time(), None, 0
-    saved = {k: os.environ.get(k) for k in (ENV_VAR, "MPLBACKEND")}
+    saved = {k: os.environ.get(k) for k in (ENV_VAR, "MPLBACKEND", PARTS_VAR)}
     # the kernel's inline backend turns plt.show() into PNG outputs; "Agg" (set in CI's
     # notebook tests) would draw nothing, and the run would come back without its figures
-    os.environ.update({ENV_VAR: broker_url, "MPLBACKEND": INLINE_BACKEND})
+    os.environ.update({ENV_VAR: broker_url, "MPLBACKEND": INLINE_BACKEND,
+                       PARTS_VAR: item.parts})
     try:
         NotebookClient(nb, kernel_name="python3",
                        resources={"metadata": {"path": str(path.parent)}},

@@ -34,7 +34,14 @@ def test_the_catalog_has_every_chapter_lab_and_comparison_with_estimates():
     ids = [i.id for i in items]
     chapters = sorted(REPO_ROOT.glob("chapters/[0-9][0-9]_*.ipynb"))
     assert ids[0] == "demo"
-    assert [i for i in ids if i.startswith("ch")] == [f"ch{p.name[:2]}" for p in chapters]
+    wholes = [i for i in ids if i.startswith("ch") and "." not in i]
+    assert wholes == [f"ch{p.name[:2]}" for p in chapters]
+    # chapter 15's GPU run needs more server starts than one device call: it also has parts,
+    # right after it, each running the same notebook with COURSE_PARTS set
+    assert ids[ids.index("ch15") + 1:ids.index("ch15") + 3] == ["ch15.fp8", "ch15.int4"]
+    int4 = next(i for i in items if i.id == "ch15.int4")
+    assert (int4.source, int4.dest, int4.parts) == (
+        "chapters/15_quantization.ipynb", "chapters/15_quantization.int4", "int4")
     assert {"lab01", "lab04", "bench-poisson", "bench-burst"} <= set(ids)
     ch01 = next(i for i in items if i.id == "ch01")
     # chapter 01's committed H200 run took 137 s (reference/h200/chapters/01_welcome/run.json)
@@ -50,8 +57,11 @@ def test_select_ids_ranges_and_groups_in_catalog_order():
         ["demo", "ch03", "ch04", "ch05", "lab03"]
     assert [i.id for i in select(["bench", "ch02", "CH02"], items)] == \
         ["ch02", "bench-poisson", "bench-burst"]
-    assert len(select(["all"], items)) == len(items)
+    assert len(select(["all"], items)) == len(items) - 2            # not ch15's two parts
     assert {i.kind for i in select(["labs"], items)} == {"lab"}
+    assert [i.id for i in select(["chapters"], items)][14:16] == ["ch15", "ch16"]
+    assert [i.id for i in select(["ch14-ch16"], items)] == ["ch14", "ch15", "ch16"]
+    assert [i.id for i in select(["ch15.int4", "ch15.fp8"], items)] == ["ch15.fp8", "ch15.int4"]
 
 
 @pytest.mark.parametrize("word", ["ch99", "lab", "ch01-lab02", "ch40-ch50", "burst"])
@@ -341,3 +351,29 @@ def test_items_that_start_their_own_servers_find_the_pools_idle_servers_stopped(
     assert [r["exit"] for r in runs] == [0, 0, 0, 0]
     assert events == ["kernel ch10", "kernel ch11", "stop", "command bench-burst", "stop",
                       "kernel lab01"]
+
+
+def test_a_chapters_part_runs_with_course_parts_set_and_whole_chapters_without(monkeypatch,
+                                                                                tmp_path):
+    from vllm_course import notebook
+
+    monkeypatch.setenv("COURSE_PARTS", "stale")       # an outer value never leaks into a run
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "from vllm_course import notebook as nb\n"
+        "print(nb.part('int4'), nb.part('fp8'))")]
+    (tmp_path / "chapters").mkdir()
+    nbformat.write(nb, tmp_path / "chapters" / "99_parts.ipynb")
+    monkeypatch.setattr(runmod, "REPO_ROOT", tmp_path)
+    seen = []
+    for parts in ("int4", ""):
+        item = Item("ch99", "chapter", "chapters/99_parts.ipynb", "x", 10, "test", (), parts)
+        dest = tmp_path / f"out-{parts}"
+        dest.mkdir()
+        assert runmod.run_chapter(item, dest, "http://127.0.0.1:9",
+                                  time.monotonic() + 120)["exit"] == 0
+        seen.append((dest / "outputs.txt").read_text())
+    assert seen == ["True False\n", "True True\n"]
+    assert os.environ["COURSE_PARTS"] == "stale"                    # restored after the run
+    monkeypatch.delenv("COURSE_PARTS")
+    assert notebook.part("anything")
