@@ -175,8 +175,9 @@ def run_chapter(item: Item, dest: Path, broker_url: str, deadline: float) -> dic
     results = (REPO_ROOT / "results" / "chapters" / path.stem if item.kind == "chapter"
                else path.parent / "results")
     left_out = copy_small_files(results, dest / "runs", since=t0)
-    return {"how": "the notebook executed top to bottom, unchanged (nbclient), servers "
-                   "borrowed from the call's pool",
+    servers = ("servers borrowed from the call's pool" if item.kind == "chapter"
+               else "its run cell started its own servers")
+    return {"how": f"the notebook executed top to bottom, unchanged (nbclient), {servers}",
             "exit": exit_code, "failed": failed, "checks": checks, "left_out": left_out}
 
 
