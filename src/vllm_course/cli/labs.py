@@ -131,6 +131,24 @@ def _calibration_load(lab_id: str, rate: float | None, vs_start: float | None,
                        how="vllm-course calibrate --vs-start/--slo-*")
 
 
+def _flags_json(text: str, option: str) -> dict:
+    """``text`` given to ``option`` as a JSON object of vLLM flags.
+
+    Raises:
+        BadInput: not JSON, or not an object (the message shows how to write one).
+    """
+    import json
+
+    try:
+        flags = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{option} is not JSON ({exc.msg}): write e.g. "
+                       "'{\"max-num-seqs\": 8}'") from None
+    if not isinstance(flags, dict):
+        raise BadInput(f"{option} must be a JSON object of flag names and values")
+    return flags
+
+
 @main.command("calibrate")
 @click.argument("lab_id")
 @click.option("--profile", "profile_name", default=None,
@@ -156,9 +174,16 @@ def _calibration_load(lab_id: str, rate: float | None, vs_start: float | None,
               help="With --rate or --vs-start: the SLO's TTFT limit, ms (default: the profile's).")
 @click.option("--slo-tpot-ms", type=click.FloatRange(min=0, min_open=True), default=None,
               help="With --rate or --vs-start: the SLO's TPOT limit, ms (default: the profile's).")
+@click.option("--requests", "num_requests", type=click.IntRange(min=1), default=None,
+              help="The job's number of requests (same lengths and seed), instead of the "
+                   "profile's: to size a job for this machine.")
+@click.option("--baseline-flags", "baseline_json", default=None,
+              help="The starting configuration's flags as JSON, instead of the profile's "
+                   "(a lab that runs one beside the answer: lab02 on).")
 def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None, runs: int,
                   out: Path | None, rate: float | None, vs_start: float | None,
-                  slo_ttft_ms: float | None, slo_tpot_ms: float | None) -> None:
+                  slo_ttft_ms: float | None, slo_tpot_ms: float | None,
+                  num_requests: int | None, baseline_json: str | None) -> None:
     """Measure LAB_ID's targets on this machine: its run cell --runs times with the answer.
 
     Each target's proposal is the worst run moved by 3 standard deviations towards leniency; the
@@ -175,25 +200,26 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
     import os
 
     from vllm_course.grading.calibrate import calibrate, report
-    from vllm_course.grading.spec import SCENARIOS
+    from vllm_course.grading.spec import SCENARIOS, ProfileJob
     from vllm_course.grading.targets import calibration_path
 
     if profile_name:
         os.environ["PROFILE"] = profile_name
     if lab_id not in SCENARIOS:
         raise BadInput(f"unknown lab {lab_id!r}; the labs are {', '.join(SCENARIOS)}")
-    if flags_json is None:
-        flags = _solution_flags(lab_id)
-    else:
-        try:
-            flags = json.loads(flags_json)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"--flags is not JSON ({exc.msg}): write e.g. "
-                           "'{\"max-num-seqs\": 8}'") from None
-        if not isinstance(flags, dict):
-            raise BadInput("--flags must be a JSON object of flag names and values")
+    flags = _solution_flags(lab_id) if flags_json is None else _flags_json(flags_json, "--flags")
     load = _calibration_load(lab_id, rate, vs_start, slo_ttft_ms, slo_tpot_ms)
-    result = asyncio.run(calibrate(lab_id, flags, runs=runs, echo=click.echo, load=load))
+    job = None
+    if num_requests is not None or baseline_json is not None:
+        if baseline_json is not None and SCENARIOS[lab_id].baseline_args is None:
+            raise BadInput(f"{lab_id} runs no starting configuration beside the answer: "
+                           "--baseline-flags applies to a lab that does (lab02 on)")
+        job = ProfileJob(num_requests=num_requests,
+                         baseline_args=None if baseline_json is None
+                         else _flags_json(baseline_json, "--baseline-flags"),
+                         how="vllm-course calibrate --requests/--baseline-flags")
+    result = asyncio.run(calibrate(lab_id, flags, runs=runs, echo=click.echo, load=load,
+                                   job=job))
     path = out or calibration_path(lab_id, result["profile"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")

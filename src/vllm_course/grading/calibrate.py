@@ -21,7 +21,7 @@ from typing import Any
 from vllm_course.grading.perf import measured_value
 from vllm_course.grading.results import LabError
 from vllm_course.grading.session import calibrating, run, scenario, setup
-from vllm_course.grading.spec import SCENARIOS, ProfileLoad
+from vllm_course.grading.spec import SCENARIOS, ProfileJob, ProfileLoad
 from vllm_course.grading.targets import TargetCalibration, judge
 
 __all__ = ["TargetCalibration", "calibrate", "judge", "report"]
@@ -39,7 +39,7 @@ def _baseline_value(data: dict, metric: str) -> float | None:
 
 async def calibrate(lab: str, flags: Mapping[str, Any], runs: int = 3,
                     echo: Callable[[str], None] = print,
-                    load: ProfileLoad | None = None) -> dict:
+                    load: ProfileLoad | None = None, job: ProfileJob | None = None) -> dict:
     """Run ``lab``'s run cell ``runs`` times with ``flags`` on this machine's profile and judge
     each target against the lab's own (never against an earlier calibration file).
 
@@ -47,24 +47,33 @@ async def calibrate(lab: str, flags: Mapping[str, Any], runs: int = 3,
         load: for a lab graded at a Poisson rate (``Scenario.per_profile``), the rate and SLO
             to run at instead of the profile's (``--rate``, ``--slo-ttft-ms``,
             ``--slo-tpot-ms``).
+        job: the number of requests and the starting configuration to run with instead of
+            the profile's (``--requests``, ``--baseline-flags``): to size a job for a machine.
 
     Returns:
         ``{"lab", "profile", "flags", "load" (the rate and SLO run at, for a lab graded at a
-        Poisson rate, else ``None``), "runs": [each run's metrics and baseline metrics],
+        Poisson rate, else ``None``), "job" (``job`` as a dict, or ``None``), "runs": [each
+        run's metrics and baseline metrics],
         "targets": [TargetCalibration as dicts], "valid": bool, "current_ok": bool,
         "applies": bool}``; ``applies``: the lab brings no measured targets for this profile,
         so this calibration, if valid, sets the targets grading here uses.
 
     Raises:
         LabError: an unknown lab, one without targets, flags the lab refuses, or ``load`` for
-            a lab that sends at no per-profile rate.
+            a lab that sends at no per-profile rate, or a ``job`` with a starting configuration
+            for a lab that runs none.
         ServerError: a server failed (its log tail included).
     """
     if load is not None and lab in SCENARIOS and not SCENARIOS[lab].per_profile:
         raise LabError(f"{lab} sends its requests at no per-profile rate: --rate and --slo-* "
                        "apply only to a lab graded at a Poisson rate (lab04)")
+    if job is not None and job.baseline_args is not None and lab in SCENARIOS \
+            and SCENARIOS[lab].baseline_args is None:
+        raise LabError(f"{lab} runs no starting configuration beside the answer: "
+                       "--baseline-flags applies to a lab that does (lab02 on)")
     measured: list[dict] = []
-    with calibrating(lab, load), tempfile.TemporaryDirectory(prefix=f"calibrate-{lab}-") as tmp:
+    with calibrating(lab, load, job), \
+            tempfile.TemporaryDirectory(prefix=f"calibrate-{lab}-") as tmp:
         pin = setup(lab)
         sc = scenario(lab, pin.profile)
         if not sc.targets:
@@ -83,6 +92,7 @@ async def calibrate(lab: str, flags: Mapping[str, Any], runs: int = 3,
         "load": ({"rate_rps": sc.load.rate_rps, "slo": sc.slo.model_dump(),
                   "vs_start": sc.per_profile[pin.profile].vs_start}
                  if sc.per_profile and sc.slo is not None else None),
+        "job": None if job is None else job.model_dump(),
         "runs": [{"metrics": d["metrics"], "baseline": (d.get("baseline") or {}).get("metrics"),
                   "load": d.get("load"),
                   "hardware": d.get("hardware"), "vllm_version": d.get("vllm_version"),
@@ -108,6 +118,17 @@ def report(result: dict) -> str:
                          f"capacity measured in each run ({rates} requests/s), SLO {limits}")
         else:
             lines.append(f"  at Poisson {load['rate_rps']:g} requests/s, SLO {limits}")
+    if result.get("job"):
+        job = result["job"]
+        what = [f"{job['num_requests']} requests"] if job.get("num_requests") else []
+        if job.get("baseline_args") is not None:
+            what.append(f"starting configuration {json.dumps(job['baseline_args'])}")
+        lines.append(f"  job: {', '.join(what)} (not the lab's own on this profile)")
+    durations = [((r.get("metrics") or {}).get("duration_s"),
+                  (r.get("baseline") or {}).get("duration_s")) for r in result["runs"]]
+    if durations and all(a is not None for a, _ in durations):
+        lines.append("  run seconds, answer / baseline: " + ", ".join(
+            f"{a:.1f} / {'-' if b is None else f'{b:.1f}'}" for a, b in durations))
     for t in result["targets"]:
         answer = ", ".join(f"{v:.4g}" for v in t["answer"])
         base = ", ".join(f"{v:.4g}" for v in t["baseline"]) or "-"

@@ -24,7 +24,7 @@ from vllm_course import env
 from vllm_course.config import LoadSpec, RunConfig, Scalar, ServerConfig
 from vllm_course.grading import results
 from vllm_course.grading.results import RESULTS_DIR, LabError
-from vllm_course.grading.spec import PROBE_REQUESTS, SCENARIOS, ProfileLoad, Scenario
+from vllm_course.grading.spec import PROBE_REQUESTS, SCENARIOS, ProfileJob, ProfileLoad, Scenario
 from vllm_course.grading.targets import local_calibration
 
 LAB_IDS = tuple(SCENARIOS)
@@ -58,16 +58,19 @@ class Pin:
 
 
 _PINS: dict[str, Pin] = {}
-_CALIBRATING: contextvars.ContextVar[tuple[str, ProfileLoad | None] | None] = \
+_CALIBRATING: contextvars.ContextVar[
+    tuple[str, ProfileLoad | None, ProfileJob | None] | None] = \
     contextvars.ContextVar("calibrating", default=None)
 
 
 @contextlib.contextmanager
-def calibrating(lab: str, load: ProfileLoad | None = None) -> Iterator[None]:
+def calibrating(lab: str, load: ProfileLoad | None = None,
+                job: ProfileJob | None = None) -> Iterator[None]:
     """Inside the block, :func:`scenario` gives ``lab`` as the library brings it (no calibration
     file of this machine applies) and, if ``load`` is given, at its rate and SLO on the profile
-    asked for: what ``vllm-course calibrate`` measures against."""
-    token = _CALIBRATING.set((lab, load))
+    asked for, and, if ``job`` is given, with its number of requests and starting configuration
+    there: what ``vllm-course calibrate`` measures against."""
+    token = _CALIBRATING.set((lab, load, job))
     try:
         yield
     finally:
@@ -91,9 +94,11 @@ def scenario(lab: str, profile: str | None = None) -> Scenario:
         return sc
     override = _CALIBRATING.get()
     if override is not None and override[0] == lab:
-        load = override[1]
+        _, load, job = override
         if load is not None:
             sc = sc.model_copy(update={"per_profile": {**sc.per_profile, profile: load}})
+        if job is not None:
+            sc = sc.model_copy(update={"profile_jobs": {**sc.profile_jobs, profile: job}})
     elif (local := local_calibration(lab, profile, sc)) is not None and local.scenario:
         sc = local.scenario
     try:
@@ -119,15 +124,8 @@ def setup(lab: str) -> Pin:
     print(f"{lab} on profile {profile.name} ({profile.model}): {sc.about}")
     if fixed:
         print(f"  fixed by the scenario: {fixed}")
-    if (arrivals := _arrivals(sc, profile.name)) is not None:
-        print(f"  arrivals: {arrivals}")
-    if sc.slo:
-        limits = ", ".join(f"{k} <= {v:g}" for k, v in sc.slo.model_dump().items() if v)
-        print(f"  SLO per request (goodput counts the requests meeting it): {limits}")
-    if sc.baseline_args is not None:
-        base = " ".join(f"--{k}" if v is True else f"--{k} {v}"
-                        for k, v in sc.baseline_args.items()) or "vLLM's defaults"
-        print(f"  baseline, run first on the same requests: {base}")
+    for line in _conditions(lab, sc, profile.name):
+        print(f"  {line}")
     for t in sc.targets:
         print(f"  target {t.id} ({t.points:g} points): {t.about}")
     if sc.targets:
@@ -143,6 +141,26 @@ def setup(lab: str) -> Pin:
     if profile.name in sc.per_profile and not sc.calibrated.get(profile.name):
         print(f"  rate and SLO: {sc.per_profile[profile.name].how}")
     return pin
+
+
+def _conditions(lab: str, sc: Scenario, profile: str) -> list[str]:
+    """What ``sc`` (``lab`` on ``profile``) runs, in lines for the set-up cell: its job where it
+    is not the lab's own number of requests, its arrivals, SLO and baseline."""
+    lines = []
+    own = SCENARIOS[lab].workload.num_requests
+    if sc.workload.num_requests != own:
+        lines.append(f"on this profile the job is {sc.workload.num_requests} requests, not "
+                     f"{own}: sized for this machine (the same lengths)")
+    if (arrivals := _arrivals(sc, profile)) is not None:
+        lines.append(f"arrivals: {arrivals}")
+    if sc.slo:
+        limits = ", ".join(f"{k} <= {v:g}" for k, v in sc.slo.model_dump().items() if v)
+        lines.append(f"SLO per request (goodput counts the requests meeting it): {limits}")
+    if sc.baseline_args is not None:
+        base = " ".join(f"--{k}" if v is True else f"--{k} {v}"
+                        for k, v in sc.baseline_args.items()) or "vLLM's defaults"
+        lines.append(f"baseline, run first on the same requests: {base}")
+    return lines
 
 
 def _arrivals(sc: Scenario, profile: str) -> str | None:

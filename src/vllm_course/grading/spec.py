@@ -87,6 +87,27 @@ class ProfileLoad(BaseModel):
     vs_start: float | None = Field(None, gt=0)
 
 
+class ProfileJob(BaseModel):
+    """A scenario's job on one hardware profile where the lab's own is sized for another machine.
+    A job that keeps a CPU busy for a minute is over in a second or two on a GPU, and then a few
+    hundred milliseconds of start-up noise decide a throughput ratio; a starting configuration
+    that is slow on a CPU (two sequences at a time) takes minutes for a GPU-sized job. So a
+    profile may set its own number of requests (the same lengths and seed) and its own starting
+    configuration.
+
+    Attributes:
+        num_requests: the job's requests on this profile (``None``: the lab's own number).
+        baseline_args: the starting configuration's flags on this profile, in place of the
+            scenario's ``baseline_args`` (``None``: the scenario's).
+        how: how the job was chosen: measured (runs, machine, date) or an estimate.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    num_requests: int | None = Field(None, gt=0)
+    baseline_args: dict[str, Scalar] | None = None
+    how: str
+
+
 PROBE_REQUESTS = 24
 """Requests of the scenario (another seed) that measure the starting configuration's capacity for
 a rate relative to it (:attr:`ProfileLoad.vs_start`): at a cap of 4 in flight, six times the cap,
@@ -135,6 +156,7 @@ class Scenario(BaseModel):
     grading_s: dict[str, float] = Field(default_factory=dict)
     per_profile: dict[str, ProfileLoad] = Field(default_factory=dict)
     profile_targets: dict[str, tuple[Target, ...]] = Field(default_factory=dict)
+    profile_jobs: dict[str, ProfileJob] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _profile_targets_replace_measured_ones(self) -> Scenario:
@@ -150,6 +172,15 @@ class Scenario(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _a_profile_baseline_replaces_one(self) -> Scenario:
+        own = [name for name, job in self.profile_jobs.items()
+               if job.baseline_args is not None and self.baseline_args is None]
+        if own:
+            raise ValueError(f"profile_jobs[{own[0]!r}] sets baseline_args, but the scenario "
+                             "runs no baseline (its baseline_args is None)")
+        return self
+
+    @model_validator(mode="after")
     def _relative_rate_needs_a_start(self) -> Scenario:
         relative = [name for name, p in self.per_profile.items() if p.vs_start is not None]
         if relative and self.baseline_args is None:
@@ -160,8 +191,9 @@ class Scenario(BaseModel):
 
     def on(self, profile: str) -> Scenario:
         """This scenario on ``profile``: the targets measured there (:attr:`profile_targets`)
-        in place of the lab's own, and the rate and SLO of its :attr:`per_profile` entry (the
-        scenario itself when it has neither).
+        in place of the lab's own, its job there (:attr:`profile_jobs`: number of requests,
+        starting configuration), and the rate and SLO of its :attr:`per_profile` entry (the
+        scenario itself when it has none of these).
 
         Raises:
             KeyError: the scenario sets its load per profile and has no entry for ``profile``
@@ -172,6 +204,15 @@ class Scenario(BaseModel):
             return self.model_copy(update={
                 "targets": tuple(measured.get(t.id, t) for t in self.targets),
                 "profile_targets": {}}).on(profile)
+        if profile in self.profile_jobs:
+            job = self.profile_jobs[profile]
+            update: dict = {"profile_jobs": {}}
+            if job.num_requests is not None:
+                update["workload"] = self.workload.model_copy(
+                    update={"num_requests": job.num_requests})
+            if job.baseline_args is not None:
+                update["baseline_args"] = dict(job.baseline_args)
+            return self.model_copy(update=update).on(profile)
         if not self.per_profile:
             return self
         entry = self.per_profile.get(profile)

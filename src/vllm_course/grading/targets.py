@@ -28,7 +28,7 @@ from pathlib import Path
 
 from vllm_course.config import SLO
 from vllm_course.grading.results import LabError
-from vllm_course.grading.spec import ProfileLoad, Scenario, Target
+from vllm_course.grading.spec import ProfileJob, ProfileLoad, Scenario, Target
 from vllm_course.models import course_home
 
 MARGIN_SD = 3.0
@@ -127,7 +127,8 @@ class LocalCalibration:
         valid: the baseline misses at least one applied target by more than its margin; only
             then does the file set the targets.
         scenario: the lab with the calibrated targets (and, for a lab graded at a Poisson rate,
-            the calibrated rate and SLO on this profile); ``None`` when not ``valid``.
+            the calibrated rate and SLO on this profile; for a calibration run with its own job,
+            that job); ``None`` when not ``valid``.
         note: one line for the set-up cell: what the file sets, or why it sets nothing.
     """
 
@@ -167,10 +168,7 @@ def local_calibration(lab: str, profile: str, bundled: Scenario) -> LocalCalibra
                                f"since): {redo}")
             judged.append(judge(t, [float(v) for v in runs[t.id]["answer"]],
                                 [float(v) for v in runs[t.id]["baseline"]]))
-        load = data.get("load")
-        rate = None if load is None else ProfileLoad(
-            rate_rps=load["rate_rps"], slo=SLO(**load["slo"]), vs_start=load.get("vs_start"),
-            how=f"calibrated here ({path})")
+        conditions = _calibrated_conditions(data, path, profile, bundled)
         when = min(str(r.get("created_at") or "?") for r in data["runs"])
         flags = json.dumps(data["flags"])
     except LabError:
@@ -185,14 +183,33 @@ def local_calibration(lab: str, profile: str, bundled: Scenario) -> LocalCalibra
     targets = tuple(_applied(t, j) for t, j in zip(bundled.targets, judged, strict=True))
     how = (f"vllm-course calibrate on this machine ({len(data['runs'])} runs of {flags} from "
            f"{when}; {path})")
-    update: dict = {"targets": targets, "calibrated": {**bundled.calibrated, profile: how}}
-    if rate is not None:
-        update["per_profile"] = {**bundled.per_profile, profile: rate}
+    update: dict = {"targets": targets, "calibrated": {**bundled.calibrated, profile: how},
+                    **conditions}
     changed = [f"{t.id} {t.op} {t.value:g}" for t, b in zip(targets, bundled.targets, strict=True)
                if t.value != b.value]
     note = f"{path} sets the targets" + (
         f" (relaxed: {', '.join(changed)})" if changed else " (the lab's own values)")
     return LocalCalibration(path, True, bundled.model_copy(update=update), note)
+
+
+def _calibrated_conditions(data: dict, path: Path, profile: str, bundled: Scenario) -> dict:
+    """The parts of ``bundled`` a calibration file (``data``, read from ``path``) ran with on
+    ``profile`` other than the lab's own, as a :class:`Scenario` update: the rate and SLO of a
+    lab graded at a Poisson rate (``per_profile``) and a job of its own (``profile_jobs``).
+
+    Raises:
+        KeyError, TypeError, ValueError: the file's ``load`` or ``job`` is malformed.
+    """
+    update: dict = {}
+    how = f"calibrated here ({path})"
+    if (load := data.get("load")) is not None:
+        update["per_profile"] = {**bundled.per_profile, profile: ProfileLoad(
+            rate_rps=load["rate_rps"], slo=SLO(**load["slo"]), vs_start=load.get("vs_start"),
+            how=how)}
+    if job := data.get("job"):
+        update["profile_jobs"] = {**bundled.profile_jobs,
+                                  profile: ProfileJob(**{**job, "how": how})}
+    return update
 
 
 def _applied(target: Target, judged: TargetCalibration) -> Target:

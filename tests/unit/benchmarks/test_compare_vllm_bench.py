@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vllm_course import metrics
@@ -97,3 +98,24 @@ def test_merging_runs_of_different_workloads_is_refused(script, capsys):
     assert script.main(["--merge", str(BURST), str(POISSON)]) == 2
     err = capsys.readouterr().err
     assert "not the same workload" in err and "num_requests" in err
+
+
+def test_request_timings_give_each_requests_send_time_and_ttft_in_order(script, recorded):
+    records = script.vllm_records(recorded)
+    got = script.request_timings(records)
+    n = len(recorded["start_times"])
+    assert [len(v) for v in got.values()] == [n, n, n]
+    t0 = min(recorded["start_times"])
+    for i in (0, n // 2, n - 1):
+        assert got["sent_s"][i] == pytest.approx(recorded["start_times"][i] - t0, abs=1e-6)
+        assert got["ttft_ms"][i] == pytest.approx(recorded["ttfts"][i] * 1000, abs=1e-3)
+    assert min(got["sent_s"]) == 0.0
+    # the P99 TTFT rebuilt from the file is vLLM's own (so a pack's timings can explain it)
+    assert float(np.percentile(got["ttft_ms"], 99)) == pytest.approx(recorded["p99_ttft_ms"],
+                                                                     abs=1e-2)
+    records[1].error, records[1].chunk_s = "failed", []
+    records[2].sent_s = None
+    broken = script.request_timings(records)
+    assert broken["ttft_ms"][1] is None and broken["e2el_ms"][1] is None
+    assert broken["sent_s"][2] is None and broken["sent_s"][0] == got["sent_s"][0]
+    assert len(json.dumps(got)) < 40 * n                     # small enough to pack

@@ -5,7 +5,6 @@ run itself is exercised against real servers in tests/labs; here, its arithmetic
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 import pytest
 
@@ -15,43 +14,9 @@ from vllm_course.grading import session
 from vllm_course.grading.spec import PROBE_REQUESTS, ProfileLoad
 
 
-class _Pool:
-    """Stands in for the run's own ServerPool: nothing starts."""
-
-    def __init__(self, **_: object) -> None:
-        self.prestarted: list = []
-
-    def __enter__(self) -> _Pool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def prestart(self, configs: list) -> None:
-        self.prestarted = configs
-
-
-def _fake_runs(monkeypatch, served_tok_s: float, completed: int = PROBE_REQUESTS) -> list:
-    calls = []
-
-    async def run_experiment(config, results_root, pool):
-        calls.append(config)
-        summary = SimpleNamespace(completed=completed, duration_s=4.0,
-                                  output_throughput_tok_s=served_tok_s)
-        return SimpleNamespace(summary=summary, path=f"/runs/{config.name}", config=config)
-
-    from vllm_course import experiment, server
-    monkeypatch.setattr(experiment, "run_experiment", run_experiment)
-    monkeypatch.setattr(server, "ServerPool", _Pool)
-    monkeypatch.setattr(env, "vllm_build", lambda: "cpu")
-    monkeypatch.setattr(session, "_measured",
-                        lambda result, profile: {"metrics": {"output_tok_s": 500.0}})
-    return calls
-
-
 def test_the_rate_is_vs_start_times_the_starting_configurations_measured_capacity(
-        monkeypatch, tmp_path, capsys):
-    calls = _fake_runs(monkeypatch, served_tok_s=480.0)
+        fake_runs, tmp_path, capsys):
+    calls = fake_runs(served_tok_s=480.0)
     profile = env.load_profile("cpu-tiny")
     sc = grading.scenario("lab04", "cpu-tiny")
     entry = sc.per_profile["cpu-tiny"]
@@ -76,8 +41,8 @@ def test_the_rate_is_vs_start_times_the_starting_configurations_measured_capacit
     assert f"{rate:.2f} requests/s" in capsys.readouterr().out
 
 
-def test_a_fixed_rate_measures_nothing_first(monkeypatch, tmp_path):
-    calls = _fake_runs(monkeypatch, served_tok_s=480.0)
+def test_a_fixed_rate_measures_nothing_first(fake_runs, tmp_path):
+    calls = fake_runs(served_tok_s=480.0)
     fixed = ProfileLoad(rate_rps=4.0, slo=SLO(ttft_ms=1000.0, tpot_ms=90.0), how="test")
     with session.calibrating("lab04", fixed):
         out = asyncio.run(session._run_once("lab04", env.load_profile("cpu-tiny"), {},
@@ -88,8 +53,8 @@ def test_a_fixed_rate_measures_nothing_first(monkeypatch, tmp_path):
 
 
 def test_a_probe_that_does_not_complete_stops_the_run_before_anything_is_measured(
-        monkeypatch, tmp_path):
-    calls = _fake_runs(monkeypatch, served_tok_s=480.0, completed=PROBE_REQUESTS - 1)
+        fake_runs, tmp_path):
+    calls = fake_runs(served_tok_s=480.0, completed=PROBE_REQUESTS - 1)
     with pytest.raises(grading.LabError, match=f"{PROBE_REQUESTS - 1} of {PROBE_REQUESTS} "
                                                "requests completed"):
         asyncio.run(session._run_once("lab04", env.load_profile("cpu-tiny"), {}, tmp_path))

@@ -152,7 +152,7 @@ def test_the_command_takes_a_rate_only_for_a_lab_at_a_poisson_rate(monkeypatch, 
 
     seen = {}
 
-    async def fake(lab, flags, runs=3, echo=print, load=None):
+    async def fake(lab, flags, runs=3, echo=print, load=None, job=None):
         seen.update(lab=lab, load=load)
         return {"lab": lab, "profile": "cpu-tiny", "flags": flags, "load": None,
                 "runs": [{}] * runs, "targets": [], "valid": True, "current_ok": True,
