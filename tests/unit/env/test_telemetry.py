@@ -314,3 +314,14 @@ def test_telemetry_gpu_off(monkeypatch: pytest.MonkeyPatch) -> None:
     t = Telemetry(gpu=False)
     assert not t.has_gpu and nv.calls == []
     assert t() == {}
+
+
+def test_nvml_reads_each_gpu_apart_in_the_order_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = [dict(g) for g in TWO_GPUS]
+    gpus[0]["util"] = None                       # one reading NVML cannot take is left out
+    _install(monkeypatch, fake_pynvml(gpus))
+    gpu = NVML.open([1, 0])
+    assert gpu is not None
+    assert gpu.per_device() == [{"gpu_util_pct": 40.0, "gpu_mem_used_bytes": 6.0 * 2**30},
+                                {"gpu_mem_used_bytes": 10.0 * 2**30}]
+    gpu.close()

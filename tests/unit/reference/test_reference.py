@@ -18,7 +18,7 @@ import pytest
 
 from vllm_course.reference import catalog, plan, select
 from vllm_course.reference import run as runmod
-from vllm_course.reference.catalog import DEFAULT_S, REPO_ROOT, UNMEASURED_LABS, Item
+from vllm_course.reference.catalog import CHAPTER_PARTS, DEFAULT_S, REPO_ROOT, UNMEASURED_LABS, Item
 from vllm_course.reference.plan import Call, describe, grouped
 
 
@@ -42,6 +42,8 @@ def test_the_catalog_has_every_chapter_lab_and_comparison_with_estimates():
     int4 = next(i for i in items if i.id == "ch15.int4")
     assert (int4.source, int4.dest, int4.parts) == (
         "chapters/15_quantization.ipynb", "chapters/15_quantization.int4", "int4")
+    assert ids[ids.index("ch18") + 1:ids.index("ch18") + 4] == [
+        "ch18.replicas", "ch18.layouts-a", "ch18.layouts-b"]
     assert {"lab01", "lab04", "bench-poisson", "bench-burst"} <= set(ids)
     ch01 = next(i for i in items if i.id == "ch01")
     # chapter 01's committed H200 run took 137 s (reference/h200/chapters/01_welcome/run.json)
@@ -51,13 +53,22 @@ def test_the_catalog_has_every_chapter_lab_and_comparison_with_estimates():
     assert all(i.estimate_s == DEFAULT_S[i.kind] for i in unmeasured)
 
 
+def test_every_part_is_one_the_chapter_asks_for():
+    # a part's name reaches nb.part() in the chapter, literally or from a table of parts
+    for chapter, parts in CHAPTER_PARTS.items():
+        (source,) = REPO_ROOT.glob(f"chapters/{chapter[2:]}_*.py")
+        text = source.read_text()
+        assert "nb.part(" in text
+        assert all(f'"{p}"' in text for p in parts), chapter
+
+
 def test_select_ids_ranges_and_groups_in_catalog_order():
     items = catalog("h200")
     assert [i.id for i in select(["lab03", "ch03-ch05", "demo"], items)] == \
         ["demo", "ch03", "ch04", "ch05", "lab03"]
     assert [i.id for i in select(["bench", "ch02", "CH02"], items)] == \
         ["ch02", "bench-poisson", "bench-burst"]
-    assert len(select(["all"], items)) == len(items) - 2            # not ch15's two parts
+    assert len(select(["all"], items)) == len(items) - 5      # not ch15's and ch18's parts
     assert {i.kind for i in select(["labs"], items)} == {"lab"}
     assert [i.id for i in select(["chapters"], items)][14:16] == ["ch15", "ch16"]
     assert [i.id for i in select(["ch14-ch16"], items)] == ["ch14", "ch15", "ch16"]

