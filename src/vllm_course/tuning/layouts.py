@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import re
 import time
@@ -176,7 +177,8 @@ async def measure_layouts(
 
     Each level sends ``workload`` with its own seed (``workload.seed`` + the level's index), so
     no run reuses another's prefixes from the prefix cache; every layout sees the same prompts.
-    Servers start one after another; their logs go to ``out_dir``.
+    Servers start one after another; their logs go to ``out_dir``, and the rows measured so far
+    to ``out_dir/layouts.json`` after every run (a later failure keeps them).
 
     Args:
         profile: the hardware profile (its model and server flags: each device's memory).
@@ -264,6 +266,9 @@ async def measure_layouts(
                     "kv_cache_tokens_per_engine": per_engine,
                     "startup_s": [s.facts.ready_s for s in servers],
                     **sampler.summary()})
+                # kept after every run: a layout that fails later, or a call that runs out of
+                # time, leaves the rows measured so far
+                (out_dir / "layouts.json").write_text(json.dumps(rows, indent=1) + "\n")
                 echo(f"{name} at {level} in flight: {s_.output_throughput_tok_s:,.0f} output "
                      f"tok/s, P99 TTFT {s_.ttft_ms.p99:,.0f} ms, P99 TPOT "
                      f"{s_.tpot_ms.p99:,.1f} ms, {s_.completed}/{s_.num_requests} completed")

