@@ -104,6 +104,13 @@ CARDS: dict[str, ModelCard] = {
 }
 
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+"""The course's repository this package runs from (``src/vllm_course/`` inside it): where
+``chapters/``, ``labs/``, ``reference/`` and ``results/`` are. The package is installed editable
+from the checkout (``make setup``), so this holds for every learner; one definition for the
+notebooks, the CLI and the reference runner."""
+
+
 def course_home() -> Path:
     """Where the course keeps generated files: ``$VLLM_COURSE_HOME`` or ``~/.cache/vllm-course``."""
     env = os.environ.get("VLLM_COURSE_HOME")

@@ -28,8 +28,8 @@ from typing import Any
 
 from vllm_course.env import machine
 from vllm_course.env.profile import Profile
+from vllm_course.models import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 REFERENCE_DIR = REPO_ROOT / "reference"
 SIZES = ("ci", "full")
 

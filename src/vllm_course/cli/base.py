@@ -8,8 +8,6 @@ from pathlib import Path
 
 import click
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-
 
 class BadInput(click.ClickException):
     """A file, flag or value that cannot be used: one line on stderr, exit status 2."""

@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from vllm_course.cli.base import (
-    REPO_ROOT,
     BadInput,
     bad_input,
     check_server,
@@ -16,6 +15,7 @@ from vllm_course.cli.base import (
     main,
     writable,
 )
+from vllm_course.models import REPO_ROOT
 
 
 def _execute(config, results_root: str) -> None:

@@ -14,7 +14,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from vllm_course.models import REPO_ROOT
+
 REFERENCE_ROOT = REPO_ROOT / "reference"
 
 #: Device seconds assumed for an item never run on the device, by kind. Sources: the H200 runs
