@@ -125,10 +125,13 @@ def _calibration_load(lab_id: str, rate: float | None, vs_start: float | None,
               tpot_ms=slo_tpot_ms if slo_tpot_ms is not None else here.slo.tpot_ms)
     if rate is not None:       # a fixed rate: the profile's relative one no longer applies
         return ProfileLoad(rate_rps=rate, slo=slo, how="vllm-course calibrate --rate")
-    # relative: rate_rps is only what is shown before the run measures the starting configuration
-    return ProfileLoad(rate_rps=here.rate_rps if here else 1.0, slo=slo,
-                       vs_start=vs_start if vs_start is not None else here.vs_start,
-                       how="vllm-course calibrate --vs-start/--slo-*")
+    multiple = vs_start if vs_start is not None else here.vs_start
+    if multiple is None:       # only the SLO changes: the profile's fixed rate
+        return ProfileLoad(rate_rps=here.rate_rps, slo=slo, how="vllm-course calibrate --slo-*")
+    # relative: rate_rps is only what is shown before the run measures the starting
+    # configuration: the profile's measured one, none for a multiple given here
+    return ProfileLoad(rate_rps=here.rate_rps if vs_start is None else None, slo=slo,
+                       vs_start=multiple, how="vllm-course calibrate --vs-start/--slo-*")
 
 
 def _flags_json(text: str, option: str) -> dict:

@@ -89,7 +89,7 @@ async def calibrate(lab: str, flags: Mapping[str, Any], runs: int = 3,
               for t in sc.targets]
     return {
         "lab": lab, "profile": pin.profile, "flags": dict(flags),
-        "load": ({"rate_rps": sc.load.rate_rps, "slo": sc.slo.model_dump(),
+        "load": ({"rate_rps": sc.per_profile[pin.profile].rate_rps, "slo": sc.slo.model_dump(),
                   "vs_start": sc.per_profile[pin.profile].vs_start}
                  if sc.per_profile and sc.slo is not None else None),
         "job": None if job is None else job.model_dump(),

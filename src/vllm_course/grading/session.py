@@ -167,9 +167,10 @@ def _arrivals(sc: Scenario, profile: str) -> str | None:
     """How ``sc`` sends on ``profile``, in words; ``None``: all at once."""
     entry = sc.per_profile.get(profile)
     if entry is not None and entry.vs_start is not None:
+        about = ("" if entry.rate_rps is None else
+                 f" ({entry.rate_rps:g} requests/s on the machine where the targets were set)")
         return (f"Poisson, at {entry.vs_start:g} x the requests/s the starting configuration "
-                f"serves on this machine, which the run cell measures first ({entry.rate_rps:g} "
-                "requests/s on the machine where the targets were set)")
+                f"serves on this machine, which the run cell measures first{about}")
     if sc.load.rate_rps != float("inf"):
         return f"Poisson, {sc.load.rate_rps:g} requests/s on average"
     return None

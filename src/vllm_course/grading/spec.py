@@ -73,7 +73,8 @@ class ProfileLoad(BaseModel):
 
     Attributes:
         rate_rps: mean arrival rate (requests/s, Poisson); with ``vs_start``, the rate that came
-            to on the machine the profile was calibrated on (shown before the run, as "about").
+            to on the machine the profile was calibrated on (shown before the run, as "about"),
+            or ``None`` where no run has measured it yet (a calibration at ``--vs-start``).
         slo: the per-request SLO (ms) on this profile.
         how: how the rate and SLO were set: measured (runs, machine, date) or an estimate.
         vs_start: the rate as a multiple of the starting configuration's measured capacity
@@ -81,10 +82,17 @@ class ProfileLoad(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    rate_rps: float = Field(gt=0)
+    rate_rps: float | None = Field(None, gt=0)
     slo: SLO
     how: str
     vs_start: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _a_rate_or_a_multiple(self) -> ProfileLoad:
+        if self.rate_rps is None and self.vs_start is None:
+            raise ValueError("a ProfileLoad needs rate_rps (requests/s) or vs_start (a multiple "
+                             "of the starting configuration's capacity)")
+        return self
 
 
 class ProfileJob(BaseModel):
@@ -219,8 +227,9 @@ class Scenario(BaseModel):
         if entry is None:
             raise KeyError(f"this lab sets its arrival rate and SLO per hardware profile and has "
                            f"none for {profile}; it has {', '.join(self.per_profile)}")
-        return self.model_copy(update={
-            "load": self.load.model_copy(update={"rate_rps": entry.rate_rps}), "slo": entry.slo})
+        load = self.load if entry.rate_rps is None else \
+            self.load.model_copy(update={"rate_rps": entry.rate_rps})
+        return self.model_copy(update={"load": load, "slo": entry.slo})
 
     def target(self, target_id: str) -> Target:
         """The target named ``target_id``.

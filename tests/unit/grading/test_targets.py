@@ -182,3 +182,30 @@ def test_the_command_takes_a_rate_only_for_a_lab_at_a_poisson_rate(monkeypatch, 
     nolab = CliRunner().invoke(main, ["calibrate", "lab99"])
     assert nolab.exit_code == 2 and "unknown lab 'lab99'" in nolab.output
     assert targets.calibration_path("lab04", "gpu").parts[-2:] == ("gpu", "lab04.json")
+
+
+def test_a_multiple_given_to_calibrate_shows_no_rate_it_has_not_measured(monkeypatch, tmp_path,
+                                                                          capsys):
+    from vllm_course.cli.labs import _calibration_load
+    from vllm_course.grading.spec import ProfileLoad
+
+    monkeypatch.setenv("PROFILE", "h200")                  # lab04 there: a fixed 12 requests/s
+    load = _calibration_load("lab04", None, 1.3, 500.0, 40.0)
+    assert (load.rate_rps, load.vs_start, load.slo.ttft_ms) == (None, 1.3, 500.0)
+    with grading.calibrating("lab04", load):
+        grading.setup("lab04")
+        on = grading.scenario("lab04", "h200")
+    out = capsys.readouterr().out
+    assert "at 1.3 x the requests/s the starting configuration serves" in out
+    assert "requests/s on the machine where the targets were set" not in out   # none measured
+    assert on.load.rate_rps == grading.scenario("lab04").load.rate_rps   # replaced by the run
+    # only the SLO given: the profile's fixed rate stays
+    slo_only = _calibration_load("lab04", None, None, None, 60.0)
+    assert (slo_only.rate_rps, slo_only.vs_start, slo_only.slo.tpot_ms) == (12.0, None, 60.0)
+    # on cpu-tiny, relative already, the measured "about" rate is kept with its multiple
+    monkeypatch.setenv("PROFILE", "cpu-tiny")
+    kept = _calibration_load("lab04", None, None, None, 60.0)
+    cpu = grading.scenario("lab04").per_profile["cpu-tiny"]
+    assert (kept.rate_rps, kept.vs_start) == (cpu.rate_rps, cpu.vs_start)
+    with pytest.raises(ValueError, match="needs rate_rps .* or vs_start"):
+        ProfileLoad(slo=cpu.slo, how="x")
