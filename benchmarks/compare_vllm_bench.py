@@ -491,6 +491,69 @@ def request_timings(records: list[RequestRecord]) -> dict:
             "e2el_ms": [ms(metrics.e2el_s(r)) for r in records]}
 
 
+def explain_timings(vllm: dict, ours: dict) -> list[str]:
+    """Where two tools' TTFT tails differ, from one repeat's ``*-timings-<k>.json``
+    (:func:`request_timings`; both tools send the same requests in the same order): how far
+    apart each request was sent (ours minus vLLM's, s), the P99 TTFT of each and the requests
+    at or above it, and the TTFT of the first and last tenth of the sends (a queue that grows over
+    the run shows there; a client that reads late shows everywhere).
+
+    Raises:
+        ValueError: the files hold different numbers of requests.
+    """
+    n = len(vllm["sent_s"])
+    if len(ours["sent_s"]) != n:
+        raise ValueError(f"the tools' timings hold {n} and {len(ours['sent_s'])} requests: "
+                         "not one workload")
+
+    def pct(values: list[float], q: float) -> float:
+        return float(np.percentile(values, q)) if values else math.nan
+
+    both = [i for i in range(n) if vllm["ttft_ms"][i] is not None
+            and ours["ttft_ms"][i] is not None and vllm["sent_s"][i] is not None
+            and ours["sent_s"][i] is not None]
+    lines = [f"Per-request timings ({len(both)} of {n} requests completed by both tools):"]
+    gaps = [ours["sent_s"][i] - vllm["sent_s"][i] for i in both]
+    lines.append(f"  send time, ours - vllm's (s after each tool's first send): median "
+                 f"{pct(gaps, 50):+.4f}, P1 {pct(gaps, 1):+.4f}, P99 {pct(gaps, 99):+.4f}")
+    tenth = max(1, len(both) // 10)
+    for tool, t in (("vllm", vllm), ("ours", ours)):
+        ttft = [t["ttft_ms"][i] for i in both]
+        p99 = pct(ttft, 99)
+        tail = [i for i in both if t["ttft_ms"][i] >= p99]
+        order = sorted(both, key=lambda i: t["sent_s"][i])
+        first = [t["ttft_ms"][i] for i in order[:tenth]]
+        last = [t["ttft_ms"][i] for i in order[-tenth:]]
+        lines.append(f"  {tool}: P99 TTFT {p99:,.1f} ms; at or above it requests "
+                     f"{', '.join(map(str, tail[:10]))}{' ...' if len(tail) > 10 else ''}; "
+                     f"mean TTFT of the first / last tenth of sends {np.mean(first):,.1f} / "
+                     f"{np.mean(last):,.1f} ms")
+    v_tail = {i for i in both if vllm["ttft_ms"][i] >= pct([vllm["ttft_ms"][j] for j in both], 99)}
+    o_tail = {i for i in both if ours["ttft_ms"][i] >= pct([ours["ttft_ms"][j] for j in both], 99)}
+    lines.append(f"  requests in both tails: {len(v_tail & o_tail)} of {len(v_tail)} (vllm) and "
+                 f"{len(o_tail)} (ours)")
+    return lines
+
+
+def explain(folder: Path) -> int:
+    """Print :func:`explain_timings` for every repeat whose two timings files are in ``folder``
+    (a run's results folder). Returns 0, or 1 when there are none."""
+    found = 0
+    for theirs in sorted(folder.glob("vllm-timings-*.json")):
+        rep = theirs.stem.rsplit("-", 1)[1]
+        mine = folder / f"ours-timings-{rep}.json"
+        if not mine.is_file():
+            continue
+        found += 1
+        print(f"repeat {rep}:")
+        print("\n".join(explain_timings(json.loads(theirs.read_text()),
+                                        json.loads(mine.read_text()))))
+    if not found:
+        print(f"{folder}: no pair of vllm-timings-<k>.json / ours-timings-<k>.json (runs from "
+              "before 2026-12-04 have none)", file=sys.stderr)
+    return 0 if found else 1
+
+
 def definition_check(pairs: list[tuple[ToolRun, ToolRun]]) -> str:
     """Our summarize() over vLLM's own raw timings, against vLLM's own numbers."""
     worst, worst_key = 0.0, ""
@@ -620,6 +683,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--run-timeout", type=float, default=900.0,
                    help="seconds allowed for one vllm bench serve run")
     p.add_argument("--out", default="results", help="folder for compare-vllm-bench-<time>/")
+    p.add_argument("--explain", metavar="DIR", default=None,
+                   help="start nothing: print, from a run's per-request timings files, where the "
+                        "two tools' TTFT tails differ (send times, tail requests, queueing)")
     p.add_argument("--merge", nargs="+", metavar="DIR", default=None,
                    help="start nothing: read the comparison.json of earlier runs of one workload "
                         "(each pair of runs on its own server, e.g. split over machine calls of "
@@ -759,6 +825,8 @@ def merge(paths: list[Path]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    if a.explain:
+        return explain(Path(a.explain))
     if a.merge:
         return merge([Path(p) for p in a.merge])
     run_dir = new_dir(a.out)

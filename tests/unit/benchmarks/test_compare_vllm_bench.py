@@ -119,3 +119,28 @@ def test_request_timings_give_each_requests_send_time_and_ttft_in_order(script, 
     assert broken["ttft_ms"][1] is None and broken["e2el_ms"][1] is None
     assert broken["sent_s"][2] is None and broken["sent_s"][0] == got["sent_s"][0]
     assert len(json.dumps(got)) < 40 * n                     # small enough to pack
+
+
+def test_explain_timings_finds_a_tail_made_by_late_sends(script, tmp_path, capsys):
+    # 100 requests 0.1 s apart; ours sends the last ten 0.05 s late and those queue: 300 ms TTFT
+    n = 100
+    vllm = {"sent_s": [i * 0.1 for i in range(n)], "ttft_ms": [20.0] * n, "e2el_ms": [50.0] * n}
+    ours = {"sent_s": [i * 0.1 + (0.05 if i >= 90 else 0.0) for i in range(n)],
+            "ttft_ms": [20.0] * 90 + [300.0] * 10, "e2el_ms": [50.0] * n}
+    vllm["ttft_ms"][7] = 40.0                                  # vLLM's one slow request
+    lines = script.explain_timings(vllm, ours)
+    text = "\n".join(lines)
+    assert "100 of 100 requests completed by both tools" in text
+    assert "median +0.0000" in text and "P99 +0.0500" in text
+    assert "ours: P99 TTFT 300.0 ms" in text
+    assert "vllm: P99 TTFT 20.2 ms; at or above it requests 7;" in text
+    assert "at or above it requests 90, 91, 92, 93, 94, 95, 96, 97, 98, 99;" in text
+    assert "first / last tenth of sends 20.0 / 300.0 ms" in text        # ours queued late
+    assert "requests in both tails: 0 of 1 (vllm) and 10 (ours)" in text
+    with pytest.raises(ValueError, match="not one workload"):
+        script.explain_timings(vllm, {k: v[:50] for k, v in ours.items()})
+    (tmp_path / "vllm-timings-1.json").write_text(json.dumps(vllm))
+    (tmp_path / "ours-timings-1.json").write_text(json.dumps(ours))
+    assert script.main(["--explain", str(tmp_path)]) == 0
+    assert "repeat 1:" in capsys.readouterr().out
+    assert script.main(["--explain", str(tmp_path / "none")]) == 1
