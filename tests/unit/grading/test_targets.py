@@ -187,12 +187,13 @@ def test_the_command_takes_a_rate_only_for_a_lab_at_a_poisson_rate(monkeypatch, 
 def test_a_multiple_given_to_calibrate_shows_no_rate_it_has_not_measured(monkeypatch, tmp_path,
                                                                           capsys):
     from vllm_course.cli.labs import _calibration_load
+    from vllm_course.grading.session import calibrating
     from vllm_course.grading.spec import ProfileLoad
 
     monkeypatch.setenv("PROFILE", "h200")                  # lab04 there: a fixed 12 requests/s
     load = _calibration_load("lab04", None, 1.3, 500.0, 40.0)
     assert (load.rate_rps, load.vs_start, load.slo.ttft_ms) == (None, 1.3, 500.0)
-    with grading.calibrating("lab04", load):
+    with calibrating("lab04", load):
         grading.setup("lab04")
         on = grading.scenario("lab04", "h200")
     out = capsys.readouterr().out
