@@ -112,7 +112,8 @@ class VLLMServer:
     Args:
         config: the server settings.
         log_path: where the server's stdout and stderr go (a temp-like default under the course
-            home if ``None``).
+            home if ``None``). Each start writes it anew: the facts read from it are this
+            start's, also where a notebook run again gives the same path.
         profile_args: flags from the hardware profile, used where ``config.args`` does not set
             them (the CPU profile's ``--kv-cache-memory-bytes``).
     """
@@ -184,7 +185,9 @@ class VLLMServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         environ = {**os.environ, "PYTHONUNBUFFERED": "1", DEV_MODE: "1", **self.config.env}
         t_start = time.monotonic()
-        with open(self.log_path, "ab") as log:
+        # a new file for every start: appended to, a second run of a notebook that names the
+        # same path read its facts (engine init, KV cache) from the first run's lines
+        with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 self.argv(),
                 stdout=log,

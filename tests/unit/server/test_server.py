@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -735,3 +736,36 @@ def test_start_refuses_an_fp8_kv_cache_on_an_avx2_cpu_before_launch(
         server.check_config(ServerConfig(args={"kv-cache-dtype": "fp8"}), {})
     monkeypatch.setattr(env, "vllm_build", lambda: "cuda")   # a GPU build: the flag is fine
     server.check_config(ServerConfig(args={"kv-cache-dtype": "fp8"}), {})
+
+
+FAKE_VLLM = r"""
+import http.server, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+print("(EngineCore pid=1) INFO [kv_cache_utils.py:1] CPU KV cache size: 1,024 tokens", flush=True)
+print("(EngineCore pid=1) INFO [core.py:1] init engine (profile, create kv cache, warmup model) "
+      "took 1.50 s", flush=True)
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"")
+
+    def log_message(self, *args):
+        pass
+
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+
+
+def test_each_start_writes_its_log_anew_and_reads_its_own_facts(tmp_path, monkeypatch):
+    # a notebook run again passes the same log path: its facts must be this start's
+    log = tmp_path / "restart-server.log"
+    log.write_text("init engine (profile, create kv cache, warmup model) took 99.00 s\n"
+                   "CPU KV cache size: 5 tokens\n")
+    monkeypatch.setattr(server.process, "check_args", lambda args: None)
+    monkeypatch.setattr(server.VLLMServer, "argv",
+                        lambda self: [sys.executable, "-c", FAKE_VLLM, "--port", str(self.port)])
+    with server.VLLMServer(ServerConfig(startup_timeout_s=30), log_path=log) as srv:
+        assert srv.facts.engine_init_s == 1.5 and srv.facts.kv_cache_tokens == 1024
+    assert "99.00" not in log.read_text() and "took 1.50 s" in log.read_text()
