@@ -47,6 +47,7 @@ from vllm_course import env, metrics, models
 from vllm_course.config import LoadSpec, ServerConfig, SyntheticWorkload
 from vllm_course.loadgen import run_load, warm_up
 from vllm_course.loadgen.arrivals import schedule
+from vllm_course.prom import LATENCY_HISTOGRAMS, Snapshot, parse, vllm_lines
 from vllm_course.records import RequestRecord
 from vllm_course.server import VLLMServer
 from vllm_course.workload import PromptTokenizer, Request, synthesize, write_jsonl
@@ -100,6 +101,24 @@ async def _timed(*args, **kwargs):
               flush=True)
 
 serve.benchmark = _timed
+
+# The server's /metrics right before the measured requests, after vLLM's initial test prompt
+# and warm-ups: benchmark() prints this line then, before it starts its clock, in every vLLM
+# version the course runs. The parent keeps the text (COMPARE_METRICS="<url>|<file>").
+import builtins, os, urllib.request
+
+def _print(*args, **kwargs):
+    target = os.environ.get("COMPARE_METRICS")
+    if target and args and args[0] == "Starting main benchmark run...":
+        url, path = target.split("|", 1)
+        try:
+            with urllib.request.urlopen(url, timeout=30) as resp, open(path, "wb") as out:
+                out.write(resp.read())
+        except OSError as exc:
+            builtins.print(f"COMPARE_METRICS_FAILED={exc}", flush=True)
+    builtins.print(*args, **kwargs)
+
+serve.print = _print
 
 try:
     import pandas  # noqa: F401  (vLLM's `bench` extra; CustomDataset reads JSONL with it)
@@ -254,6 +273,50 @@ class ToolRun:
     foreign: list[str] = field(default_factory=list)   # other vLLM servers seen at the start
     bursts: dict = field(default_factory=dict)         # see burst_stats()
     workers: int = 1                                   # client processes (ours)
+    server: dict = field(default_factory=dict)         # see server_window()
+
+
+def scrape_metrics(base_url: str) -> Snapshot | None:
+    """The server's ``/metrics`` now (the families a run summary reads), or None (said in one
+    line) when it does not answer: the comparison goes on without the server's window."""
+    import httpx
+
+    try:
+        resp = httpx.get(f"{base_url}/metrics", timeout=30.0)
+        resp.raise_for_status()
+    except httpx.HTTPError as exc:
+        print(f"could not read {base_url}/metrics ({exc}): no server window for this run",
+              flush=True)
+        return None
+    return parse(vllm_lines(resp.text))
+
+
+def server_window(before: Snapshot | None, after: Snapshot | None) -> dict:
+    """What vLLM's own histograms recorded between two scrapes, taken right before one tool's
+    measured requests (after its warm-ups) and after its run: ``requests``, and the mean of
+    TTFT, queue time, prefill time and E2EL (ms); empty without both scrapes.
+
+    vLLM's TTFT histogram (``vllm:time_to_first_token_seconds``) runs from the moment its API
+    server began to render (tokenize) the prompt to the moment its front end received the
+    engine's output that held the first token (``arrival_time`` and the iteration's timestamp
+    in vllm/v1/metrics/stats.py). A client's mean TTFT minus the server's is therefore time
+    outside that clock: connecting and sending, the HTTP front end's work before rendering,
+    its detokenizing and writing of the first chunk, and the client's reading of it. The last
+    is the client's own; the others are the server's, but may differ between clients that
+    reach it in different patterns."""
+    out: dict = {}
+    if before is None or after is None:
+        return out
+    for short in ("ttft", "queue", "prefill", "e2el"):
+        name = LATENCY_HISTOGRAMS[short]
+        end = after.histogram(name)
+        if end is None:
+            continue
+        h = end.minus(before.histogram(name))
+        if h.mean is not None:
+            out[f"{short}_mean_ms"] = h.mean * 1000.0
+            out.setdefault("requests", h.count)
+    return out
 
 
 def burst_stats(itls_ms: list[list[float]], tpots_ms: list[float]) -> dict:
@@ -293,16 +356,24 @@ def run_vllm(a: argparse.Namespace, server: VLLMServer, dataset: Path, run_dir: 
     filename = f"vllm-bench-{rep}.json"
     argv = vllm_argv(a, server.base_url, dataset, run_dir, filename)
     log_path = run_dir / f"vllm-bench-{rep}.log"
+    metrics_before = run_dir / f"vllm-metrics-before-{rep}.txt"   # the child writes it
     with log_path.open("w") as log:
         proc = subprocess.Popen([sys.executable, "-c", VLLM_CHILD, *argv], stdout=log,
-                                stderr=subprocess.STDOUT, env={**os.environ,
-                                                               "PYTHONUNBUFFERED": "1"})
+                                stderr=subprocess.STDOUT, env={
+                                    **os.environ, "PYTHONUNBUFFERED": "1",
+                                    "COMPARE_METRICS": f"{server.base_url}/metrics|"
+                                                       f"{metrics_before}"})
         try:
             code = proc.wait(timeout=a.run_timeout)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+    after = scrape_metrics(server.base_url)
+    before = None
+    if metrics_before.is_file():          # about 100 kB of text: parsed, then dropped
+        before = parse(vllm_lines(metrics_before.read_text(errors="replace")))
+        metrics_before.unlink()
     text = log_path.read_text(errors="replace")
     result_path = run_dir / filename
     if code != 0 or not result_path.is_file():
@@ -315,6 +386,7 @@ def run_vllm(a: argparse.Namespace, server: VLLMServer, dataset: Path, run_dir: 
     starts = keys.get("start_times") or []
     span = (max(starts) - min(starts)) if starts else None
     run = ToolRun("vllm", keys, window, span)
+    run.server = server_window(before, after)
     if {"start_times", "ttfts", "itls"} <= set(keys):
         (run_dir / f"vllm-timings-{rep}.json").write_text(
             json.dumps(request_timings(vllm_records(keys))))
@@ -353,13 +425,17 @@ def ours_schedule(a: argparse.Namespace) -> list[float]:
     return [float(x) for x in schedule(a.num_requests, a.rate, a.burstiness, a.seed)]
 
 
-async def _ours(a: argparse.Namespace, base_url: str, requests: list[Request]):
+async def _ours(a: argparse.Namespace, base_url: str, requests: list[Request],
+                after_warmups=None):
+    """Our warm-ups, then the measured run; ``after_warmups()`` is called between them."""
     load = LoadSpec(endpoint="completions", rate_rps=a.rate, burstiness=a.burstiness, seed=a.seed,
                     num_warmups=a.warmups, workers=a.workers)
     warmups = [requests[0]] * a.warmups   # what vLLM's --num-warmups sends
     offsets = vllm_schedule(len(requests), a.rate, a.burstiness, a.seed) \
         if a.arrivals == "vllm" else None
     warm = await warm_up(base_url, warmups, load, a.model) if warmups else []
+    if after_warmups is not None:
+        await asyncio.to_thread(after_warmups)
     return warm, await run_load(base_url, a.model, requests, load, offsets_s=offsets)
 
 
@@ -376,8 +452,11 @@ def run_ours(a: argparse.Namespace, server: VLLMServer, requests: list[Request],
     # tokens. Worker CPU reaches RUSAGE_CHILDREN when they are reaped, at the run's end; the
     # server is not our child here.
     t0, c0, k0 = time.time(), time.process_time(), _children_cpu_s()
-    warm, result = asyncio.run(_ours(a, server.base_url, requests))
+    before: list[Snapshot | None] = []
+    warm, result = asyncio.run(_ours(a, server.base_url, requests,
+                                     lambda: before.append(scrape_metrics(server.base_url))))
     t1, c1, k1 = time.time(), time.process_time(), _children_cpu_s()
+    server_seen = server_window(before[0], scrape_metrics(server.base_url))
     reading = sum(w.cpu_s or 0.0 for w in result.workers)
     summary = metrics.summarize(result.records, duration_s=result.duration_s)
     keys = summary.to_vllm_keys()
@@ -394,6 +473,7 @@ def run_ours(a: argparse.Namespace, server: VLLMServer, requests: list[Request],
     sends = [r.sent_s for r in result.records if r.sent_s is not None]
     run = ToolRun("ours", keys, window, (max(sends) - min(sends)) if sends else None)
     run.workers = max(1, len(result.workers))
+    run.server = server_seen
     done = [r for r in result.records if r.success]
     run.bursts = burst_stats([[x * 1000 for x in metrics.itl_s(r)] for r in done],
                              [t * 1000 for r in done if (t := metrics.tpot_s(r)) is not None])
@@ -573,6 +653,33 @@ def definition_check(pairs: list[tuple[ToolRun, ToolRun]]) -> str:
             "so any gap in the table comes from what was measured, not from the formulas.")
 
 
+def run_lines(rep: int, run: ToolRun) -> list[str]:
+    """One tool's run in the diagnostics: its window's CPU, CPU per output token, TTFT outside
+    the server's clock, bunched chunks."""
+    w = run.window
+    wall = w["end"] - w["start"]
+    lines = [f"  repeat {rep} {run.tool:4s}: window {wall:6.1f} s, client CPU "
+             f"{w['client_cpu_s']:6.1f} s ({w['client_cpu_s'] / wall:4.0%} of a core), "
+             f"server CPU {w['server_cpu_s']:6.1f} s ({w['server_cpu_s'] / wall:4.0%}), "
+             f"machine busy {w['machine_busy']:4.0%}, first-to-last send "
+             f"{_fmt(run.send_span_s)} s, mean requests in flight (sum E2EL / duration) "
+             f"{in_flight(run.keys):.2f}"]
+    tokens = run.keys.get("total_output_tokens") or 0
+    if tokens:
+        procs = (f" over {run.workers} processes (their start-up, not counted: "
+                 f"{w.get('client_start_cpu_s', 0.0):.1f} s of CPU)" if run.workers > 1 else "")
+        lines.append(f"  {'':8s} {run.tool:4s}: client CPU per output token "
+                     f"{w['client_cpu_s'] / tokens * 1e6:6.1f} us{procs}")
+    if line := outside_server_line(run):
+        lines.append(f"  {'':8s} {run.tool:4s}: {line}")
+    if run.bursts:
+        lines.append(f"  {'':8s} {run.tool:4s}: bunched chunks: "
+                     f"{run.bursts['itl_under_0_5ms_share']:.1%} of ITL samples < 0.5 ms, "
+                     f"{run.bursts['requests_tpot_under_1ms']} requests with TPOT < 1 ms "
+                     "(all tokens in one burst)")
+    return lines
+
+
 def diagnostics(a: argparse.Namespace, pairs: list[tuple[ToolRun, ToolRun]],
                 facts: dict) -> list[str]:
     cores = os.cpu_count() or 1
@@ -584,34 +691,15 @@ def diagnostics(a: argparse.Namespace, pairs: list[tuple[ToolRun, ToolRun]],
                      f"{facts.get('idle_machine_busy', math.nan):.0%}")
     for rep, pair in enumerate(pairs, start=1):
         for run in pair:
-            w = run.window
-            wall = w["end"] - w["start"]
-            lines.append(
-                f"  repeat {rep} {run.tool:4s}: window {wall:6.1f} s, client CPU "
-                f"{w['client_cpu_s']:6.1f} s ({w['client_cpu_s'] / wall:4.0%} of a core), "
-                f"server CPU {w['server_cpu_s']:6.1f} s ({w['server_cpu_s'] / wall:4.0%}), "
-                f"machine busy {w['machine_busy']:4.0%}, first-to-last send "
-                f"{_fmt(run.send_span_s)} s, mean requests in flight (sum E2EL / duration) "
-                f"{in_flight(run.keys):.2f}")
-            tokens = run.keys.get("total_output_tokens") or 0
-            if tokens:
-                procs = (f" over {run.workers} processes (their start-up, not counted: "
-                         f"{w.get('client_start_cpu_s', 0.0):.1f} s of CPU)"
-                         if run.workers > 1 else "")
-                lines.append(f"  {'':8s} {run.tool:4s}: client CPU per output token "
-                             f"{w['client_cpu_s'] / tokens * 1e6:6.1f} us{procs}")
-            if run.bursts:
-                lines.append(
-                    f"  {'':8s} {run.tool:4s}: bunched chunks: "
-                    f"{run.bursts['itl_under_0_5ms_share']:.1%} of ITL samples < 0.5 ms, "
-                    f"{run.bursts['requests_tpot_under_1ms']} requests with TPOT < 1 ms "
-                    "(all tokens in one burst)")
+            lines += run_lines(rep, run)
         v, o = pair
         v_tok, o_tok = v.keys.get("total_output_tokens"), o.keys.get("total_output_tokens")
         if v_tok and o_tok and v.window["client_cpu_s"]:
             ratio = (o.window["client_cpu_s"] / o_tok) / (v.window["client_cpu_s"] / v_tok)
             lines.append(f"  repeat {rep}: client CPU per output token, ours / vllm bench "
                          f"serve's: {ratio:.2f}")
+    if split := ttft_gap_split(pairs):
+        lines.append(split)
     foreign = sorted({f for pair in pairs for run in pair for f in run.foreign})
     for f in foreign:
         lines.append(f"  WARNING: another vLLM server (not started here) was running: {f}")
@@ -624,6 +712,37 @@ def diagnostics(a: argparse.Namespace, pairs: list[tuple[ToolRun, ToolRun]],
                      f"{theirs[-1]:.2f} s (rescaled to N/rate); ours first {ours[0]:.2f} s, last "
                      f"{ours[-1]:.2f} s ({how}): last-send ratio {ours[-1] / theirs[-1]:.3f}.")
     return lines
+
+
+def outside_server_line(run: ToolRun) -> str | None:
+    """The client's mean TTFT beside the server's over the same window, and their difference:
+    the time outside the server's clock (see :func:`server_window`); None without both."""
+    server_ms, client_ms = run.server.get("ttft_mean_ms"), run.keys.get("mean_ttft_ms")
+    if server_ms is None or client_ms is None:
+        return None
+    queue = run.server.get("queue_mean_ms")
+    queued = f", of it queued {queue:.1f} ms" if queue is not None else ""
+    return (f"mean TTFT {client_ms:.1f} ms, the server's {server_ms:.1f} ms over the "
+            f"{run.server.get('requests', 0):.0f} requests after the warm-ups{queued}: "
+            f"{client_ms - server_ms:+.1f} ms outside the server's clock")
+
+
+def ttft_gap_split(pairs: list[tuple[ToolRun, ToolRun]]) -> str | None:
+    """Where the tools' mean TTFTs differ, over the repeats that have the server's window:
+    in the server's own TTFT (the requests waited longer in vLLM), or outside its clock (sending,
+    the front end, reading the first chunk); None without such repeats."""
+    rows = [(v.keys["mean_ttft_ms"], v.server["ttft_mean_ms"], o.keys["mean_ttft_ms"],
+             o.server["ttft_mean_ms"]) for v, o in pairs
+            if "ttft_mean_ms" in v.server and "ttft_mean_ms" in o.server
+            and v.keys.get("mean_ttft_ms") is not None and o.keys.get("mean_ttft_ms") is not None]
+    if not rows:
+        return None
+    v_client, v_server, o_client, o_server = (float(np.mean(c)) for c in zip(*rows, strict=True))
+    return (f"Mean TTFT over {len(rows)} repeat(s), ours - vllm bench serve's: "
+            f"{o_client - v_client:+.1f} ms = {o_server - v_server:+.1f} ms in the server's own "
+            f"TTFT (vllm:time_to_first_token_seconds: ours {o_server:.1f}, vLLM's "
+            f"{v_server:.1f}) {(o_client - o_server) - (v_client - v_server):+.1f} ms outside "
+            f"its clock (ours {o_client - o_server:.1f}, vLLM's {v_client - v_server:.1f})")
 
 
 def in_flight(keys: dict) -> float:
@@ -787,10 +906,14 @@ def load_pairs(path: Path) -> tuple[dict, list[tuple[ToolRun, ToolRun]]]:
     data = json.loads(path.read_text())
     pairs = []
     for rep in data["repeats"]:
-        vllm = ToolRun("vllm", rep["vllm"], rep["vllm_window"], rep.get("vllm_send_span_s"),
-                       rep.get("foreign_vllm_servers", []), rep.get("vllm_bursts") or {})
-        ours = ToolRun("ours", rep["ours"], rep["ours_window"], rep.get("ours_send_span_s"),
-                       [], rep.get("ours_bursts") or {}, rep.get("ours_workers", 1))
+        vllm = ToolRun("vllm", rep["vllm"], rep["vllm_window"],
+                       send_span_s=rep.get("vllm_send_span_s"),
+                       foreign=rep.get("foreign_vllm_servers", []),
+                       bursts=rep.get("vllm_bursts") or {}, server=rep.get("vllm_server") or {})
+        ours = ToolRun("ours", rep["ours"], rep["ours_window"],
+                       send_span_s=rep.get("ours_send_span_s"),
+                       bursts=rep.get("ours_bursts") or {}, workers=rep.get("ours_workers", 1),
+                       server=rep.get("ours_server") or {})
         pairs.append((vllm, ours))
     return data, pairs
 
@@ -868,7 +991,8 @@ def report(a: argparse.Namespace, run_dir: Path, pairs: list[tuple[ToolRun, Tool
                      "vllm_send_span_s": v.send_span_s, "ours_send_span_s": o.send_span_s,
                      "foreign_vllm_servers": sorted(set(v.foreign + o.foreign)),
                      "vllm_bursts": v.bursts, "ours_bursts": o.bursts,
-                     "ours_workers": o.workers}
+                     "ours_workers": o.workers,
+                     "vllm_server": v.server, "ours_server": o.server}
                     for v, o in pairs],
         "env": env.facts()}, indent=2, default=str))
     if not final:

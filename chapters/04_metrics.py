@@ -626,6 +626,25 @@ if bench:
 # (chunked prefill) is about that tail.
 
 # %% [markdown]
+# ### The two clients on the H200, at a light load and under a burst
+# `benchmarks/compare_vllm_bench.py` runs both clients on one H200 server with the same prompts,
+# alternating which goes first (2026-12-04): Poisson 15 req/s with 900 requests of 1,024 prompt /
+# 256 output tokens (2 repeats), and all 1,000 requests at once with 128 / 512 tokens (3
+# repeats, the server primed with one unmeasured run). The ratios are ours / `vllm bench
+# serve`'s, the mean of the repeats' ratios.
+
+# %%
+H200_PAIRS = {"Poisson 15 req/s": "h200/bench/client-wire-2026-12-04-poisson/comparison.json",
+              "1,000 at once": "h200/bench/bench-burst/compare-vllm-bench-20261204-043459/"
+                               "comparison.json"}
+pair_runs = {label: nb.reference(path) for label, path in H200_PAIRS.items()}
+if all(pair_runs.values()):
+    show = ["output_throughput", "mean_tpot_ms", "p99_tpot_ms", "mean_ttft_ms", "p99_ttft_ms",
+            "mean_e2el_ms"]
+    display(pd.DataFrame({label: [run["mean_ratios"][k] for k in show]
+                          for label, run in pair_runs.items()}, index=show).round(3))
+
+# %% [markdown]
 # ## Summary
 # - Everything starts from per-request records: send time, chunk arrival times, token counts.
 #   TTFT, E2EL and TPOT are one number per request; ITL is one per chunk gap, pooled.

@@ -396,6 +396,9 @@ if RUN_REPLICAS:
 # For each layout the table gives output and total tokens/s, P99 TTFT and TPOT, the KV cache
 # tokens every engine logged at startup (added up), each server's startup time, and, read
 # through NVML while each run went on, every GPU's mean utilization and peak memory.
+# `startup_s` lists each server's own time from launch to ready; the two replicas are started one
+# after the other here, so this run waited for the sum, where a deployment that starts them side
+# by side waits about as long as the slower of the two.
 #
 # It runs where at least two GPUs are visible (`PROFILE=h200` on a two-GPU host). Without them
 # you can still run the code path on the CPU build, with **cores as devices**: set

@@ -144,3 +144,39 @@ def test_explain_timings_finds_a_tail_made_by_late_sends(script, tmp_path, capsy
     assert script.main(["--explain", str(tmp_path)]) == 0
     assert "repeat 1:" in capsys.readouterr().out
     assert script.main(["--explain", str(tmp_path / "none")]) == 1
+
+
+def _exposition(ttft_sum_s: float, count: int, queue_sum_s: float) -> str:
+    """vLLM's TTFT and queue-time histograms, as /metrics writes them (one bucket each)."""
+    out = []
+    for name, total in (("vllm:time_to_first_token_seconds", ttft_sum_s),
+                        ("vllm:request_queue_time_seconds", queue_sum_s)):
+        out += [f"# TYPE {name} histogram",
+                f'{name}_bucket{{le="+Inf",model_name="m"}} {count}',
+                f'{name}_sum{{model_name="m"}} {total}',
+                f'{name}_count{{model_name="m"}} {count}']
+    return "\n".join(out) + "\n"
+
+
+def test_the_server_window_splits_a_ttft_gap_between_the_server_and_the_clients(script):
+    # before vLLM's run the server had seen 10 requests; vLLM's run added 1,002 (2 warm-ups)
+    # with a mean TTFT of 2,000 ms, ours 1,001 with 1,990 ms
+    before = script.parse(_exposition(1.0, 10, 0.5))
+    after_vllm = script.parse(_exposition(1.0 + 1002 * 2.0, 1012, 0.5 + 1002 * 0.9))
+    after_ours = script.parse(_exposition(1.0 + 1002 * 2.0 + 1001 * 1.99, 2013,
+                                          0.5 + 1002 * 0.9 + 1001 * 0.9))
+    v_server = script.server_window(before, after_vllm)
+    o_server = script.server_window(after_vllm, after_ours)
+    assert v_server["requests"] == 1002 and o_server["requests"] == 1001
+    assert v_server["ttft_mean_ms"] == pytest.approx(2000.0)
+    assert o_server["ttft_mean_ms"] == pytest.approx(1990.0)
+    assert o_server["queue_mean_ms"] == pytest.approx(900.0)
+    # the clients measured 2,430 and 2,010 ms: 420 ms less on ours, of which 10 in the server
+    vllm = script.ToolRun("vllm", {"mean_ttft_ms": 2430.0}, server=v_server)
+    ours = script.ToolRun("ours", {"mean_ttft_ms": 2010.0}, server=o_server)
+    split = script.ttft_gap_split([(vllm, ours)])
+    assert "-420.0 ms = -10.0 ms in the server's own TTFT" in split
+    assert "-410.0 ms outside its clock (ours 20.0, vLLM's 430.0)" in split
+    assert "+430.0 ms outside the server's clock" in script.outside_server_line(vllm)
+    assert script.ttft_gap_split([(script.ToolRun("vllm", {}), ours)]) is None
+    assert script.server_window(None, after_vllm) == {}       # a scrape that failed
