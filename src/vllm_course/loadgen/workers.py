@@ -158,6 +158,21 @@ def _shares(base_urls: list[str], model: str, requests: Sequence[Request], load:
     return shares
 
 
+def watch(loop: asyncio.AbstractEventLoop, conn: Connection, callback, *args: Any) -> None:
+    """Call ``callback(*args)`` whenever ``conn`` has something to read, and keep ``conn``
+    blocking.
+
+    uvloop's ``add_reader`` sets the descriptor non-blocking (libuv's ``uv_poll_init`` does),
+    and the same descriptor carries both directions of the pipe: a ``conn.send`` of records
+    into a full socket buffer (the other side busy for a moment) would then raise
+    ``BlockingIOError`` (EAGAIN) after writing part of a message, and a ``recv`` of a message
+    not yet all there would too. Blocking again, a send waits for the reader to catch up
+    instead. The callback reads only what ``conn.poll()`` says is there, so it never waits for
+    long."""
+    loop.add_reader(conn.fileno(), callback, *args)
+    os.set_blocking(conn.fileno(), True)
+
+
 # ---- in the worker process ----------------------------------------------------------------
 
 def _worker_main(conn: Connection, share: _Share) -> None:
@@ -198,7 +213,7 @@ async def _worker(conn: Connection, share: _Share) -> None:
             elif kind == "cancel" and task is not None:
                 task.cancel()
 
-    loop.add_reader(conn.fileno(), control)
+    watch(loop, conn, control)
     gc.collect()
     gc.freeze()
     gc.disable()
@@ -280,7 +295,7 @@ class _Parent:
         result = LoadResult(records=self.records, t0=t0, started_at=time.time() + START_DELAY_S)
         self.finished = loop.create_future()
         for i, conn in enumerate(self.conns):
-            loop.add_reader(conn.fileno(), self._receive, i)
+            watch(loop, conn, self._receive, i)
         for conn in self.conns:
             conn.send(("go", t0))
         try:

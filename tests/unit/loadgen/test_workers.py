@@ -202,3 +202,41 @@ def test_a_run_in_workers_is_judged_by_its_busiest_worker():
     assert c.loop_lag_ms.n == 20
     assert c.stalls_s == [(0.5, 0.6)]                       # on the records' clock
     assert c.cpu_us_per_token == pytest.approx(1.25 / 8 * 1e6)
+
+
+def test_a_watched_pipe_carries_more_than_its_buffer_under_uvloop():
+    """A worker sends its finished records over a pipe its uvloop also watches for the
+    parent's messages. uvloop's add_reader made that descriptor non-blocking, so records sent
+    faster than the parent read them raised BlockingIOError once the socket buffer (about
+    100 kB here) was full: a 3-worker run of 1,000 streams failed with "client worker 2:
+    BlockingIOError: [Errno 11]". Watched through ``workers.watch``, the sends wait instead."""
+    uvloop = pytest.importorskip("uvloop", reason="the workers use uvloop where it is installed")
+    import threading
+    import time
+
+    sender, receiver = multiprocessing.Pipe(duplex=True)
+    messages = [("record", i, "x" * 2000) for i in range(300)]      # about 600 kB
+    got: list = []
+
+    def slow_reader():
+        for _ in messages:
+            got.append(receiver.recv())
+            time.sleep(0.0005)
+
+    async def send_all():
+        loop = asyncio.get_running_loop()
+        workers.watch(loop, sender, lambda: None)
+        assert os.get_blocking(sender.fileno())
+        try:
+            for m in messages:
+                sender.send(m)
+        finally:
+            loop.remove_reader(sender.fileno())
+
+    reader = threading.Thread(target=slow_reader, daemon=True)
+    reader.start()
+    try:
+        uvloop.run(send_all())
+    finally:
+        reader.join(timeout=30)
+    assert got == messages
