@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from vllm_course.config import LoadSpec
-from vllm_course.loadgen import run_load
+from vllm_course.loadgen import run_load, warm_up
 from vllm_course.workload import Request
 
 ERROR_P99_LIMIT_MS = 1.0
@@ -197,28 +197,37 @@ async def _raw_load(url: str, requests: list[Request]) -> tuple[list[_Raw], floa
 
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
+        await one(session, Request(prompt="warm-up", output_len=1), _Raw())   # one alone first
+        t0 = time.perf_counter()           # the streams' times count from here (one() reads it)
         await asyncio.gather(*(one(session, r, x) for r, x in zip(requests, out, strict=True)))
     return out, t0
 
 
 async def _vllm_load(url: str, requests: list[Request]) -> tuple[list[_Raw], float]:
     """vLLM's own reader (``vllm bench serve``'s ``async_request_openai_completions``, from the
-    installed vLLM) on one aiohttp session without a connection cap, as ``vllm bench serve``
-    opens it; each event's arrival is rebuilt from its start, TTFT and ITLs."""
+    installed vLLM) on one aiohttp session opened as ``vllm bench serve`` opens it (no
+    connection cap; vllm/benchmarks/serve.py), after one request alone, as its "initial test
+    run" sends (the first request of a process pays one-time costs); each event's arrival is
+    rebuilt from its start, TTFT and ITLs."""
     import aiohttp
     from vllm.benchmarks.lib.endpoint_request_func import (
         RequestFuncInput,
         async_request_openai_completions,
     )
 
-    t0 = time.perf_counter()
-    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60)
+    def one(prompt: str, output_len: int) -> RequestFuncInput:
+        return RequestFuncInput(prompt=prompt, api_url=url + "/v1/completions", prompt_len=1,
+                                output_len=output_len, model="fake", ignore_eos=True)
+
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300,
+                                     use_dns_cache=True, keepalive_timeout=60,
+                                     enable_cleanup_closed=True, force_close=False)
     async with aiohttp.ClientSession(connector=connector, trust_env=True,
                                      timeout=aiohttp.ClientTimeout(total=6 * 3600)) as session:
+        await async_request_openai_completions(one("warm-up", 1), session)
+        t0 = time.perf_counter()
         outs = await asyncio.gather(*(async_request_openai_completions(
-            RequestFuncInput(prompt=r.prompt, api_url=url + "/v1/completions", prompt_len=1,
-                             output_len=r.output_len, model="fake", ignore_eos=True), session)
-            for r in requests))
+            one(r.prompt, r.output_len), session) for r in requests))
     streams = []
     for out in outs:
         raw = _Raw()
@@ -310,7 +319,8 @@ async def measure(streams: int, events: int, interval_ms: float, client: str = "
             if client == "vllm":    # importing vLLM takes seconds of CPU: not the reader's
                 import vllm.benchmarks.lib.endpoint_request_func  # noqa: F401
             cpu0, wall0 = _cpu_s(), time.perf_counter()
-            if client == "ours":
+            if client == "ours":      # one request first, as the readers below send too
+                await warm_up(url, [Request(prompt="warm-up", output_len=1)], load, "fake")
                 result = await run_load(url, "fake", requests, load)
                 records, t0, duration_s = result.records, result.t0, result.duration_s
                 # a worker's start (a fresh interpreter) is not reading streams
