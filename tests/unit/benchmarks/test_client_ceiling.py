@@ -5,29 +5,19 @@ and when it wrote each event (one ``perf_counter`` clock on Linux for every proc
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[3]
 # uvloop's timers count whole milliseconds (see test_wire): a sleep may end up to 1 ms early
 TIMER_RESOLUTION_MS = 1.0
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location(
-        "client_ceiling", ROOT / "benchmarks" / "client_ceiling.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module    # its dataclasses look their module up while it loads
-    try:
-        spec.loader.exec_module(module)
+    with load_script("client_ceiling") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def test_ttft_parts_split_the_client_bias_into_send_and_read_lags(script):

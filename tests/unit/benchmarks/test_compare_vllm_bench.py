@@ -4,13 +4,12 @@ once crashed on it with ``KeyError: 'latencies'``. The recorded file is a real 0
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import load_script
 
 from vllm_course import metrics
 
@@ -26,15 +25,8 @@ ONE_US_MS = 1e-3
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location(
-        "compare_vllm_bench", ROOT / "benchmarks" / "compare_vllm_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module    # its dataclasses look their module up while it loads
-    try:
-        spec.loader.exec_module(module)
+    with load_script("compare_vllm_bench") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 @pytest.fixture(scope="module")
