@@ -23,16 +23,21 @@ GPU_JOB = ProfileJob(num_requests=512, baseline_args={"max-num-seqs": 16},
 
 
 def test_a_profile_job_replaces_the_number_of_requests_and_the_start_on_that_profile_only():
-    sc = LAB03.model_copy(update={"profile_jobs": {"h200": GPU_JOB}})
-    on = sc.on("h200")
+    sc = LAB03.model_copy(update={"profile_jobs": {"l4": GPU_JOB}})
+    on = sc.on("l4")
     assert on.workload.num_requests == 512 and on.baseline_args == {"max-num-seqs": 16}
     assert on.workload.model_copy(update={"num_requests": 64}) == LAB03.workload  # same lengths
     assert on.targets == LAB03.targets and on.fixed_args == LAB03.fixed_args
     cpu = sc.on("cpu-tiny")                                      # other profiles: the lab's
     assert (cpu.workload, cpu.baseline_args) == (LAB03.workload, LAB03.baseline_args)
-    only_more = sc.model_copy(update={"profile_jobs": {"h200": ProfileJob(
-        num_requests=256, how="x")}}).on("h200")
+    only_more = sc.model_copy(update={"profile_jobs": {"l4": ProfileJob(
+        num_requests=256, how="x")}}).on("l4")
     assert only_more.workload.num_requests == 256 and only_more.baseline_args == LAB03.baseline_args
+    # the job measured on the course's H200 (2026-12-05), with the target measured with it
+    h200 = grading.scenario("lab03", "h200")
+    assert h200.workload.num_requests == 512
+    assert h200.baseline_args == {"max-num-seqs": 16, "max-num-batched-tokens": 512}
+    assert (h200.target("throughput").value, h200.target("throughput").zero_at) == (4.8, 3.8)
 
 
 def test_a_profile_cannot_give_a_starting_configuration_to_a_lab_that_runs_none():

@@ -64,7 +64,7 @@ def test_a_valid_calibration_sets_the_targets_on_its_profile_only(calibration_ro
     assert "calibrated on this machine: >= 1.6" in on_l4.about
     # cpu-tiny's targets were measured with the lab: a file of this machine never changes them
     assert grading.scenario("lab03", "cpu-tiny").target("throughput") == THROUGHPUT
-    assert grading.scenario("lab03", "h200").target("throughput") == THROUGHPUT   # no file
+    assert grading.scenario("lab03", "a100-80g").target("throughput") == THROUGHPUT   # no file
     monkeypatch.setenv("PROFILE", "l4")
     grading.setup("lab03")
     out = capsys.readouterr().out
@@ -132,7 +132,7 @@ def test_grading_uses_the_targets_of_the_profile_the_run_was_on(calibration_root
     _write(calibration_root, "lab03", "l4", {"throughput": [1.9, 2.0, 2.1]},
            {"throughput": [1.0, 1.0, 1.0]})
     counters = {"generation_tokens": 4096.0}
-    for profile, points in (("l4", 6.0), ("h200", 6 * (1.8 - 1.6) / (2.0 - 1.6))):
+    for profile, points in (("l4", 6.0), ("a100-80g", 6 * (1.8 - 1.6) / (2.0 - 1.6))):
         result = {"lab": "lab03", "nonce": secrets.token_hex(16), "profile": profile,
                   "metrics": {"output_tok_s_vs_baseline": 1.8}, "server_counters": counters,
                   "client_totals": TOTALS,
@@ -190,19 +190,19 @@ def test_a_multiple_given_to_calibrate_shows_no_rate_it_has_not_measured(monkeyp
     from vllm_course.grading.session import calibrating
     from vllm_course.grading.spec import ProfileLoad
 
-    monkeypatch.setenv("PROFILE", "h200")                  # lab04 there: a fixed 12 requests/s
+    monkeypatch.setenv("PROFILE", "h100-80g")              # lab04 there: a fixed 8 requests/s
     load = _calibration_load("lab04", None, 1.3, 500.0, 40.0)
     assert (load.rate_rps, load.vs_start, load.slo.ttft_ms) == (None, 1.3, 500.0)
     with calibrating("lab04", load):
         grading.setup("lab04")
-        on = grading.scenario("lab04", "h200")
+        on = grading.scenario("lab04", "h100-80g")
     out = capsys.readouterr().out
     assert "at 1.3 x the requests/s the starting configuration serves" in out
     assert "requests/s on the machine where the targets were set" not in out   # none measured
     assert on.load.rate_rps == grading.scenario("lab04").load.rate_rps   # replaced by the run
     # only the SLO given: the profile's fixed rate stays
     slo_only = _calibration_load("lab04", None, None, None, 60.0)
-    assert (slo_only.rate_rps, slo_only.vs_start, slo_only.slo.tpot_ms) == (12.0, None, 60.0)
+    assert (slo_only.rate_rps, slo_only.vs_start, slo_only.slo.tpot_ms) == (8.0, None, 60.0)
     # on cpu-tiny, relative already, the measured "about" rate is kept with its multiple
     monkeypatch.setenv("PROFILE", "cpu-tiny")
     kept = _calibration_load("lab04", None, None, None, 60.0)
