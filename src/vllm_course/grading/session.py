@@ -25,7 +25,7 @@ from vllm_course.config import LoadSpec, RunConfig, Scalar, ServerConfig
 from vllm_course.grading import results
 from vllm_course.grading.results import RESULTS_DIR, LabError
 from vllm_course.grading.spec import PROBE_REQUESTS, SCENARIOS, ProfileJob, ProfileLoad, Scenario
-from vllm_course.grading.targets import local_calibration
+from vllm_course.grading.targets import h200_lines, local_calibration
 
 LAB_IDS = tuple(SCENARIOS)
 
@@ -140,6 +140,8 @@ def setup(lab: str) -> Pin:
                   "solution's runs: labs/README.md)")
     if profile.name in sc.per_profile and not sc.calibrated.get(profile.name):
         print(f"  rate and SLO: {sc.per_profile[profile.name].how}")
+    for line in h200_lines(lab):
+        print(f"  {line}")
     return pin
 
 

@@ -225,3 +225,51 @@ def _applied(target: Target, judged: TargetCalibration) -> Target:
         "value": judged.applied, "zero_at": zero_at,
         "about": f"{target.about} [calibrated on this machine: {target.op} "
                  f"{judged.applied:g}{partial}]"})
+
+
+H200_RUNS = {"lab02": "lab02-calibration.json", "lab03": "lab03-job512.json",
+             "lab04": "lab04-vs-start.json"}
+"""The calibration runs on the course's H200 that set each lab's ``h200`` targets, as
+``vllm-course calibrate`` wrote them (files under ``reference/h200/labs/``, whose README has the
+commands and tables). Every lab's set-up cell shows them, whatever the machine."""
+
+
+def h200_runs(lab: str) -> dict | None:
+    """The committed H200 calibration runs of ``lab`` (:data:`H200_RUNS`), or ``None`` if it has
+    none (lab01, graded on definitions)."""
+    from vllm_course.models import REPO_ROOT
+
+    name = H200_RUNS.get(lab)
+    if name is None:
+        return None
+    return json.loads((REPO_ROOT / "reference" / "h200" / "labs" / name).read_text())
+
+
+def h200_lines(lab: str) -> list[str]:
+    """What the course's H200 measured for ``lab``, in lines for the set-up cell: where and when,
+    the job and load it ran, then each target's metric in every solution run beside the
+    starting configuration's (3 significant digits); ``[]`` for a lab without H200 runs. The
+    solution's flags are left out: a learner reads these lines before answering."""
+    data = h200_runs(lab)
+    if data is None:
+        return []
+    runs = data["runs"]
+    when = sorted({(r.get("created_at") or "?")[:10] for r in runs})
+    versions = sorted({r.get("vllm_version") or "?" for r in runs})
+    lines = [f"on the course's H200 (vLLM {', '.join(versions)}, {', '.join(when)}; "
+             f"reference/h200/labs/{H200_RUNS[lab]}), {len(runs)} runs of the solution "
+             "(its flags are not shown here: they are the answer):"]
+    if (job := data.get("job")) and job.get("num_requests"):
+        lines.append(f"  a job of {job['num_requests']} requests, starting configuration "
+                     f"{json.dumps(job.get('baseline_args'))}")
+    if (load := data.get("load")) and load.get("vs_start"):
+        rates = ", ".join(f"{r['load']['rate_rps']:.2f}" for r in runs if r.get("load"))
+        limits = ", ".join(f"{k} <= {v:g}" for k, v in load["slo"].items() if v)
+        lines.append(f"  at {load['vs_start']:g} x the starting configuration's capacity "
+                     f"({rates} requests/s), SLO {limits}")
+    for t in data["targets"]:
+        answer = ", ".join(f"{v:.3g}" for v in t["answer"])
+        base = ", ".join(f"{v:.3g}" for v in t["baseline"]) or "-"
+        lines.append(f"  {t['id']} ({t['metric']}): the solution {answer}; the starting "
+                     f"configuration {base}")
+    return lines

@@ -1,0 +1,64 @@
+"""The committed H200 calibration runs (reference/h200/labs/) against the ``h200`` targets the
+labs bring: issue 9's rule that on the H200 the solution passes every target in each of its
+runs while the starting configuration misses one by more than the margin, checked on the data
+that set those targets; and the set-up cell showing those runs on every machine."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_course import grading
+from vllm_course.grading.spec import SCENARIOS
+from vllm_course.grading.targets import H200_RUNS, h200_runs, judge
+
+MEASURED_ON_H200 = [lab for lab, sc in SCENARIOS.items() if "h200" in sc.calibrated]
+
+
+def test_every_lab_measured_on_the_h200_brings_the_runs_that_set_its_targets():
+    assert set(MEASURED_ON_H200) == set(H200_RUNS) == {"lab02", "lab03", "lab04"}
+    assert h200_runs("lab01") is None                   # graded on definitions: no targets
+
+
+@pytest.mark.parametrize("lab", MEASURED_ON_H200)
+def test_the_solution_passed_every_h200_target_in_every_run_and_the_start_missed_one(lab):
+    data = h200_runs(lab)
+    sc = grading.scenario(lab, "h200")
+    assert data["lab"] == lab and data["profile"] == "h200" and len(data["runs"]) >= 3
+    assert {r["vllm_version"] for r in data["runs"]} == {"0.26.0"}
+    measured = {t["id"]: t for t in data["targets"]}
+    assert set(measured) == {t.id for t in sc.targets}
+    judged = []
+    for target in sc.targets:
+        runs = measured[target.id]
+        assert runs["metric"] == target.metric
+        assert all(target.met(v) for v in runs["answer"]), (target.id, runs["answer"])
+        judged.append(judge(target, runs["answer"], runs["baseline"]))
+        assert judged[-1].current_ok, (target.id, judged[-1].proposed)   # as lenient as the rule
+    assert any(j.baseline_misses for j in judged), [(j.id, j.margin) for j in judged]
+    # the runs were made with the job and load the profile now grades with
+    if data.get("job"):
+        assert sc.workload.num_requests == data["job"]["num_requests"]
+        assert sc.baseline_args == data["job"]["baseline_args"]
+    if data.get("load"):
+        entry = SCENARIOS[lab].per_profile["h200"]
+        assert entry.vs_start == data["load"]["vs_start"]
+        assert sc.slo.model_dump() == data["load"]["slo"]
+
+
+def test_the_set_up_cell_shows_the_h200_runs_on_any_machine_without_the_answer(capsys,
+                                                                              monkeypatch):
+    monkeypatch.setenv("PROFILE", "cpu-tiny")
+    grading.setup("lab02")
+    out = capsys.readouterr().out
+    assert "on the course's H200 (vLLM 0.26.0, 2026-12-02; reference/h200/labs/" in out
+    assert "no_preemption (preemptions): the solution 0, 0, 0; the starting configuration " \
+           "6, 6, 6" in out
+    assert "max-num-seqs" not in out                     # the solution's flags stay hidden
+    grading.setup("lab04")
+    out = capsys.readouterr().out
+    assert "at 1.3 x the starting configuration's capacity (2.26, 2.72, 2.98 requests/s), " \
+           "SLO ttft_ms <= 500, tpot_ms <= 40" in out
+    assert "p99_ttft (p99_ttft_ms_vs_slo): the solution 0.178, 0.132, 0.214" in out
+    assert '"max-num-seqs": 24' not in out
+    grading.setup("lab01")
+    assert "course's H200" not in capsys.readouterr().out
