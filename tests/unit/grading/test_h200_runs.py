@@ -62,3 +62,20 @@ def test_the_set_up_cell_shows_the_h200_runs_on_any_machine_without_the_answer(c
     assert '"max-num-seqs": 24' not in out
     grading.setup("lab01")
     assert "course's H200" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("lab", ["lab02", "lab03", "lab04"])
+def test_no_set_up_cell_prints_the_solutions_flags_on_any_profile(lab, capsys, monkeypatch):
+    from vllm_course import env
+    from vllm_course.cli.labs import _solution_flags
+    from vllm_course.models import REPO_ROOT
+
+    monkeypatch.chdir(REPO_ROOT)
+    answer = _solution_flags(lab)
+    for profile in env.profile_names():
+        monkeypatch.setenv("PROFILE", profile)
+        grading.setup(lab)
+        out = capsys.readouterr().out
+        for k, v in answer.items():
+            for written in (f"'{k}': {v}", f'"{k}": {v}', f"--{k} {v}\n", f"--{k} {v} "):
+                assert written not in out, (profile, written)
