@@ -236,7 +236,7 @@ commands and tables). Every lab's set-up cell shows them, whatever the machine."
 
 def h200_runs(lab: str) -> dict | None:
     """The committed H200 calibration runs of ``lab`` (:data:`H200_RUNS`), or ``None`` if it has
-    none (lab01, graded on definitions)."""
+    none (lab01, graded on definitions, has no targets to calibrate)."""
     from vllm_course.models import REPO_ROOT
 
     name = H200_RUNS.get(lab)
@@ -248,11 +248,13 @@ def h200_runs(lab: str) -> dict | None:
 def h200_lines(lab: str) -> list[str]:
     """What the course's H200 measured for ``lab``, in lines for the set-up cell: where and when,
     the job and load it ran, then each target's metric in every solution run beside the
-    starting configuration's (3 significant digits); ``[]`` for a lab without H200 runs. The
-    solution's flags are left out: a learner reads these lines before answering."""
+    starting configuration's (3 significant digits); for a lab without H200 runs (lab01), one
+    line saying its H200 run is pending. The solution's flags are left out: a learner reads
+    these lines before answering."""
     data = h200_runs(lab)
     if data is None:
-        return []
+        return ["on the course's H200: pending (the solution notebook has not been run there "
+                "yet; reference/h200/labs/README.md)"]
     runs = data["runs"]
     when = sorted({(r.get("created_at") or "?")[:10] for r in runs})
     versions = sorted({r.get("vllm_version") or "?" for r in runs})
