@@ -251,7 +251,11 @@ def h200_lines(lab: str) -> list[str]:
     starting configuration's (3 significant digits); for a lab without H200 runs (lab01), one
     line saying its H200 run is pending. The solution's flags are left out: a learner reads
     these lines before answering."""
-    data = h200_runs(lab)
+    try:
+        data = h200_runs(lab)
+    except (OSError, ValueError) as exc:     # a checkout without reference/ (not `make setup`)
+        return [f"on the course's H200: reference/h200/labs/{H200_RUNS[lab]} of the course's "
+                f"repository could not be read here ({type(exc).__name__})"]
     if data is None:
         return ["on the course's H200: pending (the solution notebook has not been run there "
                 "yet; reference/h200/labs/README.md)"]

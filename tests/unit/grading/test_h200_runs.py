@@ -79,3 +79,14 @@ def test_no_set_up_cell_prints_the_solutions_flags_on_any_profile(lab, capsys, m
         for k, v in answer.items():
             for written in (f"'{k}': {v}", f'"{k}": {v}', f"--{k} {v}\n", f"--{k} {v} "):
                 assert written not in out, (profile, written)
+
+
+def test_a_checkout_without_the_h200_runs_still_sets_up_the_lab(capsys, monkeypatch, tmp_path):
+    import vllm_course.models
+
+    monkeypatch.setattr(vllm_course.models, "REPO_ROOT", tmp_path)     # no reference/ there
+    monkeypatch.setenv("PROFILE", "cpu-tiny")
+    grading.setup("lab03")
+    out = capsys.readouterr().out
+    assert ("on the course's H200: reference/h200/labs/lab03-job512.json of the course's "
+            "repository could not be read here (FileNotFoundError)") in out
