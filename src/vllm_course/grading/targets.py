@@ -28,7 +28,7 @@ from pathlib import Path
 
 from vllm_course.config import SLO
 from vllm_course.grading.results import LabError
-from vllm_course.grading.spec import ProfileJob, ProfileLoad, Scenario, Target
+from vllm_course.grading.spec import SCENARIOS, ProfileJob, ProfileLoad, Scenario, Target
 from vllm_course.models import course_home
 
 MARGIN_SD = 3.0
@@ -273,9 +273,10 @@ def h200_lines(lab: str) -> list[str]:
         limits = ", ".join(f"{k} <= {v:g}" for k, v in load["slo"].items() if v)
         lines.append(f"  at {load['vs_start']:g} x the starting configuration's capacity "
                      f"({rates} requests/s), SLO {limits}")
+    start = ("vLLM's defaults" if SCENARIOS[lab].baseline_args == {} and not data.get("job")
+             else "the starting configuration")
     for t in data["targets"]:
         answer = ", ".join(f"{v:.3g}" for v in t["answer"])
         base = ", ".join(f"{v:.3g}" for v in t["baseline"]) or "-"
-        lines.append(f"  {t['id']} ({t['metric']}): the solution {answer}; the starting "
-                     f"configuration {base}")
+        lines.append(f"  {t['id']} ({t['metric']}): the solution {answer}; {start} {base}")
     return lines

@@ -51,8 +51,7 @@ def test_the_set_up_cell_shows_the_h200_runs_on_any_machine_without_the_answer(c
     grading.setup("lab02")
     out = capsys.readouterr().out
     assert "on the course's H200 (vLLM 0.26.0, 2026-12-02; reference/h200/labs/" in out
-    assert "no_preemption (preemptions): the solution 0, 0, 0; the starting configuration " \
-           "6, 6, 6" in out
+    assert "no_preemption (preemptions): the solution 0, 0, 0; vLLM's defaults 6, 6, 6" in out
     assert "max-num-seqs" not in out                     # the solution's flags stay hidden
     grading.setup("lab04")
     out = capsys.readouterr().out
