@@ -1,6 +1,6 @@
 # The course's entry points. A newcomer on a fresh machine needs two commands:
 #   make demo     set up if needed, then a real vLLM server, a bundled workload, a report and a plot
-#   make test     set up if needed, then the unit and integration tests (scripts/test)
+#   make test     set up if needed, then the unit, integration, chapter and lab tests (scripts/test)
 # PROFILE=<name> (e.g. PROFILE=h200) picks the hardware profile; make passes it through the
 # environment to every command. COURSE_SKIP_SETUP=1 uses an already provisioned Python
 # (`python3` on PATH, e.g. the H200 machine or an activated conda env) instead of .venv.
