@@ -10,6 +10,9 @@ and each test cell awards the share of values that agree (:func:`score_answers`)
 
 from __future__ import annotations
 
+import dis
+import functools
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,16 +29,74 @@ PERCENTILES = (50.0, 90.0, 99.0)
 """Where the learner's ``percentile`` is tried, on the run's reference TTFTs (ms)."""
 TOLERANCE = 1e-6
 """How far a value may be from the reference (ms, or req/s for goodput) and still count."""
-_LIBRARY_NAMES = {"vllm_course", "grading", "metrics", "reference_answers", "summarize",
-                  "ttft_s", "tpot_s", "itl_s", "e2el_s"}
+_LIBRARY = "vllm_course"
 
 
-def _names(code: Any) -> set[str]:
-    names = set(code.co_names)          # globals and attributes it reads (not its locals)
+def _globals_read(code: Any) -> set[str]:
+    """The global names ``code`` (and the code nested in it: comprehensions, inner functions)
+    loads; attribute names (``r.ttft_s``) are not globals and are left out."""
+    names = {i.argval for i in dis.get_instructions(code)
+             if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
     for const in code.co_consts:
-        if hasattr(const, "co_names"):
-            names |= _names(const)
+        if isinstance(const, types.CodeType):
+            names |= _globals_read(const)
     return names
+
+
+def _is_library(obj: Any) -> bool:
+    """Whether ``obj`` is a module, class or function of this course's library."""
+    if isinstance(obj, types.ModuleType):
+        name = obj.__name__
+    else:
+        obj = getattr(obj, "__func__", obj)             # a bound method: its function
+        name = getattr(obj, "__module__", None) if callable(obj) else None
+    return isinstance(name, str) and (name == _LIBRARY or name.startswith(_LIBRARY + "."))
+
+
+def library_uses(fn: Any, _seen: set[int] | None = None) -> set[str]:
+    """The names through which ``fn`` reaches this course's library (:data:`_LIBRARY`): the
+    globals its code reads, the variables it closes over and its default arguments that are a
+    module, class or function of the library, followed into the learner's own functions it
+    uses (a helper of the learner's named ``ttft_s`` is the learner's, not the library's).
+
+    A name is resolved to the object it holds, so an alias (``f = metrics.ttft_s``) counts and
+    a global of the learner's that shares a library name (a dict called ``metrics``) does not.
+    """
+    seen = set() if _seen is None else _seen
+    if id(fn) in seen:
+        return set()
+    seen.add(id(fn))
+    if isinstance(fn, functools.partial):
+        return library_uses(fn.func, seen) | {
+            u for a in (*fn.args, *fn.keywords.values()) for u in _uses_of("argument", a, seen)}
+    if _is_library(fn):
+        return {getattr(fn, "__qualname__", repr(fn))}
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return set()
+    found: dict[str, Any] = {}
+    scope = getattr(fn, "__globals__", {})
+    found.update({n: scope[n] for n in _globals_read(code) if n in scope})
+    for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
+        try:
+            found[name] = cell.cell_contents
+        except ValueError:              # a cell not filled yet
+            continue
+    defaults = [*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()]
+    found.update({f"a default argument ({i})": d for i, d in enumerate(defaults)})
+    used: set[str] = set()
+    for name, obj in found.items():
+        used |= _uses_of(name, obj, seen)
+    return used
+
+
+def _uses_of(name: str, obj: Any, seen: set[int]) -> set[str]:
+    if _is_library(obj):
+        return {name}
+    if isinstance(obj, (types.FunctionType, types.MethodType, functools.partial)):
+        return library_uses(obj, seen)
+    return set()
 
 
 def answers_of(**functions: Callable) -> Measure:
@@ -48,17 +109,16 @@ def answers_of(**functions: Callable) -> Measure:
     is recorded as the error's text, so one broken function costs only its own points.
 
     Raises:
-        LabError: a function that calls this course's library (the lab asks for the
-            definitions, not for a call to ours), or every function still raises
+        LabError: a function that uses this course's library (:func:`library_uses`; the lab
+            asks for the definitions, not for a call to ours), or every function still raises
             ``NotImplementedError`` on a made-up record (a run could score nothing, so no
             server starts).
     """
     for name, fn in functions.items():
-        code = getattr(fn, "__code__", None)
-        used = _names(code) & _LIBRARY_NAMES if code is not None else set()
-        if used:
-            raise LabError(f"{name} uses {sorted(used)} from the course's library: write the "
-                           "definition yourself")
+        if used := library_uses(fn):
+            raise LabError(f"{name} uses {sorted(used)}, from the course's library "
+                           f"({_LIBRARY}): write the definition yourself (your own helper "
+                           "functions are fine)")
     if functions and all(_not_implemented(name, fn) for name, fn in functions.items()):
         raise LabError(f"every function ({', '.join(functions)}) still raises "
                        "NotImplementedError, so a run would score nothing: write at least one, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_course.grading.results import RESULTS_DIR, load_results
+from vllm_course.grading.results import RESULTS_DIR, dropped_requests, load_results
 from vllm_course.grading.session import quiet_stderr, scenario
 
 
@@ -25,7 +25,9 @@ def score_target(lab: str, target_id: str, results_dir: Path | str = RESULTS_DIR
     """Points for one target (a test cell's last expression: nbgrader takes a number as partial
     credit): all of them when the measured value meets the target, a linear share between the
     target's ``zero_at`` and its value, else 0; and 0 while a target it depends on
-    (``only_if``) is not met. Prints the measured value, the target and the points.
+    (``only_if``) is not met, or when a request of the run (or of its baseline's) did not
+    complete (:func:`~vllm_course.grading.results.dropped_requests`). Prints the measured
+    value, the target and the points.
 
     Raises:
         LabError: the results file is not trustworthy (see
@@ -37,6 +39,9 @@ def score_target(lab: str, target_id: str, results_dir: Path | str = RESULTS_DIR
         sc = scenario(lab, data.get("profile"))     # the targets on the profile it ran on
         target = sc.target(target_id)
         measured = measured_value(data, target.metric)
+        if (why := dropped_requests(data)) is not None:
+            print(f"{target.id}: {why}: 0 / {target.points:g} points")
+            return 0.0
         if measured is None:
             print(f"{target.id}: the run measured no {target.metric}: 0 / {target.points:g} points")
             return 0.0

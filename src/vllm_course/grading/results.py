@@ -143,21 +143,40 @@ def load_results(lab: str, results_dir: Path | str = RESULTS_DIR) -> dict:
                        "(its nonce is not the one issued): re-run the run cell")
     if hashlib.sha256(text.encode()).hexdigest() != issued[1]:
         raise LabError(f"{path} was changed after the run cell wrote it: re-run the run cell")
-    _check_counters(data, path)
+    _check_counters(data, path, "your server")
     if isinstance(data.get("baseline"), dict):
-        _check_counters(data["baseline"], path)
+        _check_counters(data["baseline"], path, "the baseline's server (the scenario's flags)")
     return data
 
 
-def _check_counters(data: dict, path: Path) -> None:
+def dropped_requests(data: dict) -> str | None:
+    """Why a lab's run cannot meet a performance target because requests did not complete, in
+    one line; ``None`` when every request sent completed, on the learner's server and on the
+    baseline's. Throughput and percentiles count completed requests only (as
+    ``vllm bench serve`` does), so a server that rejects requests (``--max-num-queued-reqs``
+    answers HTTP 503 beyond its queue) would look faster for serving less."""
+    for part, whose in ((data, "your server"),
+                        (data.get("baseline"), "the baseline's server (the scenario's flags)")):
+        m = (part or {}).get("metrics") or {}
+        done, sent = m.get("completed"), m.get("requests")
+        if done is not None and sent is not None and done < sent:
+            run = (part or {}).get("run_dir", "its run folder")
+            return (f"{whose} completed {done} of {sent} requests; a run that drops requests "
+                    f"meets no performance target (the errors: requests.jsonl in {run})")
+    return None
+
+
+def _check_counters(data: dict, path: Path, whose: str) -> None:
     """The server's Δ ``vllm:generation_tokens_total`` must equal the tokens the client
     received; with failed requests, the server may have generated up to their ``max_tokens``
     more (tokens of a request the client gave up on are counted but never arrive)."""
     server, client = data.get("server_counters") or {}, data.get("client_totals") or {}
     gen = server.get("generation_tokens")
     if gen is None:
-        raise LabError(f"{path}: the server's counters were not read (no /metrics samples)")
+        raise LabError(f"{path}: {whose}'s counters were not read (no /metrics samples): "
+                       "re-run the run cell")
     got, slack = client.get("output_tokens", -1), client.get("failed_max_tokens", 0)
     if not got <= round(gen) <= got + slack:
-        raise LabError(f"{path}: the server counted {gen:.0f} generated tokens, the client "
-                       f"received {got}; the run is not trustworthy")
+        raise LabError(f"{path}: {whose} counted {gen:.0f} generated tokens, the client "
+                       f"received {got}, so this run cannot be graded: re-run the run cell (if "
+                       "it happens again, show the instructor the run's folder, `run_dir`)")

@@ -40,6 +40,15 @@ FORBIDDEN_FLAGS = frozenset({
     "override-attention-dtype", "logits-processors", "chat-template", "api-key",
     "uvicorn-log-level", "disable-log-stats", "max-logprobs", "skip-tokenizer-init",
     "kv-cache-memory-bytes", "max-model-len",
+    # a YAML file of flags (vLLM's --config) would set any of the above behind this check
+    "config",
+})
+# Flags that set how many bytes a token of KV cache takes, or over how many GPUs the pool is
+# split: a scenario whose KV cache is fixed in tokens sizes it from the model's dtype on one GPU
+# (scenario_args), so these would change how many tokens it holds.
+KV_SIZE_FLAGS = frozenset({
+    "dtype", "kv-cache-dtype", "tensor-parallel-size", "pipeline-parallel-size",
+    "data-parallel-size", "decode-context-parallel-size", "prefill-context-parallel-size",
 })
 _FLAG_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 
@@ -212,31 +221,55 @@ def _pinned(lab: str) -> Pin:
     return pin
 
 
-def check_flags(lab: str, server_flags: Mapping[str, Any]) -> dict[str, Scalar]:
+def check_flags(lab: str, server_flags: Mapping[str, Any],
+                profile: env.Profile | None = None) -> dict[str, Scalar]:
     """The learner's server flags, normalised (``max_num_seqs``, ``--max-num-seqs`` and
-    ``max-num-seqs`` are one flag), before anything starts. Unknown vLLM flags are rejected by
-    the server's own pre-launch check (:func:`vllm_course.server.flags.check_args`).
+    ``max-num-seqs`` are one flag), before anything starts. A ``no-`` flag (vLLM's way to turn
+    an on/off flag off, ``--no-enforce-eager``) is checked as the flag it turns off. Unknown
+    vLLM flags are rejected by the server's own pre-launch check
+    (:func:`vllm_course.server.flags.check_args`).
+
+    Args:
+        lab: the lab id.
+        server_flags: the learner's ``SERVER_FLAGS``.
+        profile: the hardware profile the lab runs on; its ``server_args`` (e.g. cpu-tiny's
+            ``--dtype float32``) are the same for the baseline's server and the learner's, so
+            they cannot be changed either.
 
     Raises:
-        LabError: a key that is not a plain flag name, a value that is not a str, int, float or
-            bool, a flag given twice, one the scenario fixes, or one that would change the model,
-            the workload or the KV cache size (:data:`FORBIDDEN_FLAGS`).
+        LabError: a key that is not a plain flag name (lower case, no value in it), a value that
+            is not a str, int, float or bool, a flag given twice, one the scenario or the
+            profile fixes, one that would change the model, the workload or the KV cache size
+            (:data:`FORBIDDEN_FLAGS`), or, where the scenario fixes the KV cache in tokens, one
+            that changes the bytes a token takes (:data:`KV_SIZE_FLAGS`).
     """
-    fixed = scenario(lab).fixed_args
+    sc = scenario(lab)
+    fixed = sc.fixed_args
+    profile_args = {} if profile is None else profile.server_args
     flags: dict[str, Scalar] = {}
     for name, value in server_flags.items():
         key = str(name).strip().removeprefix("--").replace("_", "-")
         if not _FLAG_NAME.fullmatch(key):
-            raise LabError(f"SERVER_FLAGS key {name!r}: write a flag's name only, e.g. "
-                           "'max-num-seqs' (no '=', spaces or values in the key)")
+            raise LabError(f"SERVER_FLAGS key {name!r}: write a flag's name only, in lower case, "
+                           "e.g. 'max-num-seqs' (no '=', spaces or values in the key)")
         if not isinstance(value, (str, int, float, bool)):
             raise LabError(f"SERVER_FLAGS[{name!r}] = {value!r}: use a str, int, float or bool")
-        if key in fixed:
-            raise LabError(f"--{key} is part of {lab}'s scenario ({fixed[key]!r}) and cannot be "
-                           "changed; tune the other flags")
-        if key in FORBIDDEN_FLAGS:
-            raise LabError(f"--{key} would change the model, the requests or the KV cache "
+        base = key.removeprefix("no-")          # the flag a --no-X turns off
+        named = f"--{key}" if base == key else f"--{key} (it turns off --{base})"
+        if base in fixed:
+            raise LabError(f"{named}: --{base} is part of {lab}'s scenario ({fixed[base]!r}) "
+                           "and cannot be changed; tune the other flags")
+        if base in profile_args:
+            raise LabError(f"{named}: --{base} is set by profile {profile.name} for every "
+                           f"server ({profile_args[base]!r}), the baseline's and yours, and "
+                           "cannot be changed; tune the other flags")
+        if base in FORBIDDEN_FLAGS:
+            raise LabError(f"{named} would change the model, the requests or the KV cache "
                            f"behind the scenario's back; {lab} does not accept it")
+        if sc.kv_cache_tokens and base in KV_SIZE_FLAGS:
+            raise LabError(f"{named} would change how many tokens {lab}'s KV cache holds (fixed "
+                           f"at {sc.kv_cache_tokens:,} tokens of the model's dtype on one GPU); "
+                           f"{lab} does not accept it")
         if key in flags:
             raise LabError(f"--{key} is given twice in SERVER_FLAGS")
         flags[key] = value
@@ -271,7 +304,7 @@ async def run(lab: str, server_flags: Mapping[str, Any] | None = None, *,
     path = results.discard(lab, results_dir)
     pin = _pinned(lab)
     sc = scenario(lab, pin.profile)
-    flags = check_flags(lab, server_flags or {})
+    flags = check_flags(lab, server_flags or {}, env.load_profile(pin.profile))
     nonce = secrets.token_hex(16)
     started = time.time()
     measured = await _run_once(lab, env.load_profile(pin.profile), flags, Path(results_dir))
@@ -297,6 +330,8 @@ async def run(lab: str, server_flags: Mapping[str, Any] | None = None, *,
     m = measured["metrics"]
     print(f"{lab}: results written to {path} ({m['completed']} of {m['requests']} requests "
           f"completed in {m['duration_s']:.1f} s)")
+    if sc.targets and (why := results.dropped_requests(result)):
+        print(f"{lab}: {why}")
     return result
 
 

@@ -133,7 +133,8 @@ def test_functions_that_call_the_library_or_are_all_unwritten_are_refused_before
     def ttft_by_library(r):
         return 1000 * metrics.ttft_s(RequestRecord.from_dict(r))
 
-    with pytest.raises(grading.LabError, match=r"ttft_ms uses \['ttft_s'\] from the course's library"):
+    with pytest.raises(grading.LabError,
+                       match=r"ttft_ms uses \['RequestRecord', 'metrics'\], from the course's"):
         lab01.answers_of(ttft_ms=ttft_by_library)
 
     def stub(*args):
@@ -171,6 +172,56 @@ def test_a_results_file_scores_only_as_the_run_cell_wrote_it_in_this_kernel(tmp_
                                                "received 11"):
         lab01.score_answers("lab01", "ttft_ms", 2, tmp_path)
     assert result["nonce"] != forged["nonce"]
+
+
+def _notebook(source: str) -> dict:
+    """The globals of a notebook kernel that ran ``source``."""
+    scope = {"__name__": "__main__"}
+    exec(source, scope)
+    return scope
+
+
+# (what the learner's cell holds, whether it uses the course's library)
+LEARNER_CELLS = {
+    "a helper of the learner's named like the library's": (
+        "def ttft_s(r):\n    return r['chunk_s'][0] - r['sent_s']\n"
+        "def ttft_ms(r):\n    return 1000 * ttft_s(r)\n", False),
+    "a dict of the learner's named metrics": (
+        "metrics = {}\ndef ttft_ms(r):\n    metrics['seen'] = r\n    return 1.0\n", False),
+    "numpy": ("import numpy as np\ndef ttft_ms(r):\n"
+              "    return 1000 * float(np.subtract(r['chunk_s'][0], r['sent_s']))\n", False),
+    "the library's module": ("from vllm_course import metrics\n"
+                             "def ttft_ms(r):\n    return 1000 * metrics.ttft_s(r)\n", True),
+    "an alias": ("from vllm_course import metrics\nf = metrics.ttft_s\n"
+                 "def ttft_ms(r):\n    return 1000 * f(r)\n", True),
+    "a default argument": ("from vllm_course import metrics\n"
+                           "def ttft_ms(r, f=metrics.ttft_s):\n    return 1000 * f(r)\n", True),
+    "a helper that calls it": ("from vllm_course import metrics\n"
+                               "def helper(r):\n    return metrics.ttft_s(r)\n"
+                               "def ttft_ms(r):\n    return 1000 * helper(r)\n", True),
+    "the grading module of the set-up cell": (
+        "from vllm_course import grading as lab\n"
+        "def ttft_ms(r):\n    return lab.reference_answers([r], None, 1.0)['ttft_ms'][0]\n",
+        True),
+}
+
+
+@pytest.mark.parametrize("case", LEARNER_CELLS)
+def test_library_use_is_found_by_what_a_name_holds_not_by_its_spelling(case):
+    source, uses = LEARNER_CELLS[case]
+    assert bool(lab01.library_uses(_notebook(source)["ttft_ms"])) == uses
+
+
+def test_the_library_passed_directly_or_through_partial_is_refused():
+    import functools
+
+    from vllm_course import metrics
+
+    for fn in (metrics.ttft_s, functools.partial(metrics.ttft_s)):
+        with pytest.raises(grading.LabError, match="from the course's library"):
+            lab01.answers_of(ttft_ms=fn)
+    # the solution's own functions pass
+    assert all(not lab01.library_uses(fn) for fn in SOLUTION.values())
 
 
 def test_the_run_cell_refuses_to_run_before_the_set_up_cell_and_checks_flags_first(tmp_path):

@@ -83,6 +83,42 @@ def test_the_kv_cache_is_fixed_in_tokens_on_every_profile():
     assert session.check_flags("lab02", {"max_num_seqs": 8}) == {"max-num-seqs": 8}
 
 
+def test_flags_that_undo_the_scenario_the_profile_or_the_kv_cache_size_are_refused():
+    cpu = env.load_profile("cpu-tiny")
+    for lab, flags, why in (
+            # vLLM's --no-X turns X off: the scenario's --enforce-eager stays on
+            ("lab03", {"no-enforce-eager": True}, "it turns off --enforce-eager.*part of lab03"),
+            ("lab03", {"no_enforce_eager": True}, "part of lab03's scenario"),
+            # a YAML file of flags could set anything the check refuses
+            ("lab03", {"config": "tuning.yaml"}, "would change the model"),
+            # the profile's flags are the baseline's too
+            ("lab03", {"dtype": "bfloat16"}, "set by profile cpu-tiny for every server"),
+            # lab02's KV cache is fixed in tokens of the model's dtype on one GPU
+            ("lab02", {"kv-cache-dtype": "fp8"}, "how many tokens lab02's KV cache holds"),
+            ("lab02", {"tensor-parallel-size": 2}, "how many tokens lab02's KV cache holds"),
+            ("lab02", {"MAX_NUM_SEQS": 8}, "in lower case")):
+        with pytest.raises(grading.LabError, match=why):
+            session.check_flags(lab, flags, cpu)
+    # what the labs are about stays open, --no-X of a flag nobody fixed too
+    assert session.check_flags("lab03", {"max-num-seqs": 64, "no-enable-prefix-caching": True},
+                               cpu) == {"max-num-seqs": 64, "no-enable-prefix-caching": True}
+    assert session.check_flags("lab03", {"kv-cache-dtype": "fp8"}, cpu) == {
+        "kv-cache-dtype": "fp8"}                 # lab03's KV cache is not fixed in tokens
+
+
+def test_a_run_that_dropped_requests_meets_no_target(tmp_path, capsys):
+    # --max-num-queued-reqs 8 answers HTTP 503 beyond 8 requests: the 16 rejected ones would
+    # leave the throughput and the percentiles, so the run scores nothing however fast it was
+    issued(tmp_path, {"preemptions": 0.0, "output_tok_s": 95.0, "output_tok_s_vs_baseline": 0.95,
+                      "requests": 24, "completed": 8})
+    assert grading.score_target("lab02", "throughput", tmp_path) == 0.0
+    assert grading.score_target("lab02", "no_preemption", tmp_path) == 0.0
+    assert "your server completed 8 of 24 requests" in capsys.readouterr().out
+    issued(tmp_path, {"preemptions": 0.0, "output_tok_s": 95.0, "output_tok_s_vs_baseline": 0.95,
+                      "requests": 24, "completed": 24})
+    assert grading.score_target("lab02", "throughput", tmp_path) == 3.0
+
+
 def test_the_set_up_cell_prints_the_targets_and_whether_they_are_estimates(capsys, monkeypatch):
     monkeypatch.setenv("PROFILE", "cpu-tiny")
     grading.setup("lab02")
@@ -114,9 +150,14 @@ def test_lab04_grades_p99s_and_goodput_against_each_profiles_slo(tmp_path, capsy
     for name in env.profile_names():
         on = grading.scenario("lab04", name)
         assert on.slo == lab04.per_profile[name].slo
-        assert on.load.rate_rps == lab04.per_profile[name].rate_rps
+        entry = lab04.per_profile[name]
+        assert on.load.rate_rps == (entry.rate_rps or lab04.load.rate_rps)
+        assert entry.rate_rps is not None or entry.vs_start is not None
     assert lab04.baseline_args == {"max-num-seqs": 4}
-    assert grading.scenario("lab04", "h100-80g").load.rate_rps == 8.0    # an estimated rate
+    assert grading.scenario("lab04", "l4").load.rate_rps == 1.5    # an estimated fixed rate
+    # estimates beside the H200: its measured rule, its SLO scaled by memory bandwidth
+    assert lab04.per_profile["h100-80g"].vs_start == 1.3
+    assert grading.scenario("lab04", "h100-80g").slo.tpot_ms == 60.0
     # measured on the course's H200 (2026-12-05): relative to the machine, a stricter P99 TPOT
     # target there by the calibration rule, the other two the lab's own
     h200 = grading.scenario("lab04", "h200")

@@ -190,19 +190,19 @@ def test_a_multiple_given_to_calibrate_shows_no_rate_it_has_not_measured(monkeyp
     from vllm_course.grading.session import calibrating
     from vllm_course.grading.spec import ProfileLoad
 
-    monkeypatch.setenv("PROFILE", "h100-80g")              # lab04 there: a fixed 8 requests/s
+    monkeypatch.setenv("PROFILE", "l4")              # lab04 there: a fixed 1.5 requests/s
     load = _calibration_load("lab04", None, 1.3, 500.0, 40.0)
     assert (load.rate_rps, load.vs_start, load.slo.ttft_ms) == (None, 1.3, 500.0)
     with calibrating("lab04", load):
         grading.setup("lab04")
-        on = grading.scenario("lab04", "h100-80g")
+        on = grading.scenario("lab04", "l4")
     out = capsys.readouterr().out
     assert "at 1.3 x the requests/s the starting configuration serves" in out
     assert "requests/s on the machine where the targets were set" not in out   # none measured
     assert on.load.rate_rps == grading.scenario("lab04").load.rate_rps   # replaced by the run
     # only the SLO given: the profile's fixed rate stays
     slo_only = _calibration_load("lab04", None, None, None, 60.0)
-    assert (slo_only.rate_rps, slo_only.vs_start, slo_only.slo.tpot_ms) == (8.0, None, 60.0)
+    assert (slo_only.rate_rps, slo_only.vs_start, slo_only.slo.tpot_ms) == (1.5, None, 60.0)
     # on cpu-tiny, relative already, the measured "about" rate is kept with its multiple
     monkeypatch.setenv("PROFILE", "cpu-tiny")
     kept = _calibration_load("lab04", None, None, None, 60.0)
