@@ -35,7 +35,8 @@ PARTS_VAR = "COURSE_PARTS"
 CHAPTER_PARTS = {"ch15": ("fp8", "int4"), "ch18": ("replicas", "layouts-a", "layouts-b")}
 DEFAULT_S = {"chapter": 300, "lab": 450, "bench": 420, "demo": 240}
 
-#: The harness comparisons: issue 19's two workloads (compare_vllm_bench.py's flags). The
+#: The harness comparisons: the two acceptance workloads of benchmarks/README.md, a Poisson
+#: load below saturation and a burst (compare_vllm_bench.py's flags). The
 #: script saves its table after every repeat, so a call's end keeps the repeats it finished;
 #: ``compare_vllm_bench.py --merge`` joins the repeats of several calls.
 BENCH_ARGS = {
