@@ -1,6 +1,6 @@
 """`vllm-course diagnose` names the right bottleneck first, on real vLLM set up to have it.
 
-Six set-ups, one per finding (issue 4). Every server runs ``--enforce-eager`` (conftest): it
+Six set-ups, one per finding `diagnose` names (docs/diagnose.md). Every server runs ``--enforce-eager`` (conftest): it
 starts in about half the time on a 2-core CPU, and torch.compile changes nothing about how the
 scheduler batches, which is what these tests are about. Three set-ups share the session's default
 server. After its set-up, the tiny-KV server is killed in the middle of a run (partial results

@@ -1,5 +1,5 @@
 """The committed H200 calibration runs (reference/h200/labs/) against the ``h200`` targets the
-labs bring: issue 9's rule that on the H200 the solution passes every target in each of its
+labs bring: the course's rule (labs/README.md) that on the H200 the solution passes every target in each of its
 runs while the starting configuration misses one by more than the margin, checked on the data
 that set those targets; and the set-up cell showing those runs on every machine."""
 
