@@ -60,8 +60,9 @@ def main(debug: bool) -> None:
     """vLLM Throughput Tuning: measure and tune real vLLM servers."""
 
 
-def writable(results_root: str) -> None:
-    """Fail now, not after a server start, if ``results_root`` cannot be written.
+def writable(results_root: str, option: str = "--results") -> None:
+    """Fail now, not after a server start, if ``results_root`` (given as ``option``) cannot be
+    written.
 
     Raises:
         BadInput: naming the folder and why.
@@ -73,7 +74,7 @@ def writable(results_root: str) -> None:
         with tempfile.NamedTemporaryFile(dir=results_root):
             pass
     except OSError as exc:
-        raise BadInput(f"--results {results_root}: cannot write there "
+        raise BadInput(f"{option} {results_root}: cannot write there "
                        f"({exc.strerror or exc}); choose another folder") from None
 
 

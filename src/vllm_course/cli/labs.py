@@ -202,9 +202,11 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
     import json
     import os
 
+    from vllm_course.cli.base import INPUT_CAUSES, writable
     from vllm_course.grading.calibrate import calibrate, report
     from vllm_course.grading.spec import SCENARIOS, ProfileJob
     from vllm_course.grading.targets import calibration_path
+    from vllm_course.server import ServerError
 
     if profile_name:
         os.environ["PROFILE"] = profile_name
@@ -221,9 +223,17 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
                          baseline_args=None if baseline_json is None
                          else _flags_json(baseline_json, "--baseline-flags"),
                          how="vllm-course calibrate --requests/--baseline-flags")
-    result = asyncio.run(calibrate(lab_id, flags, runs=runs, echo=click.echo, load=load,
-                                   job=job))
-    path = out or calibration_path(lab_id, result["profile"])
+    path = out or None
+    if path is not None:
+        writable(str(path.parent), "--out")       # now, not after the runs
+    try:
+        result = asyncio.run(calibrate(lab_id, flags, runs=runs, echo=click.echo, load=load,
+                                       job=job))
+    except ServerError as exc:            # a flag vLLM rejects, found before anything started
+        if exc.cause in INPUT_CAUSES:
+            raise BadInput(str(exc)) from None
+        raise
+    path = path or calibration_path(lab_id, result["profile"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")
     click.echo(report(result))

@@ -342,7 +342,7 @@ async def _run_once(lab: str, profile: env.Profile, flags: dict[str, Scalar],
     beside the scenario's fixed flags; none: vLLM's defaults): the measured part of a results
     file."""
     from vllm_course.experiment import run_experiment
-    from vllm_course.server import ServerPool
+    from vllm_course.server import ServerPool, check_config
 
     sc = scenario(lab, profile.name)
     fixed = scenario_args(lab, profile)
@@ -351,6 +351,10 @@ async def _run_once(lab: str, profile: env.Profile, flags: dict[str, Scalar],
         base = ServerConfig(model=profile.model, args={**fixed, **sc.baseline_args},  # same flags
                             env={"VLLM_COURSE_LAB_RUN": "baseline"})
         configs = {"baseline": base, **configs}
+    # every server's flags, names and values, before the first one starts: a misspelled flag of
+    # the learner's must not wait for (or behind) the baseline's start
+    for config in configs.values():
+        check_config(config, profile.server_args)
     # a CPU machine runs both servers at once (started side by side, measured one at a time); a
     # GPU holds one server at its memory utilization, so the defaults' server stops first
     live = len(configs) if env.vllm_build() == "cpu" else 1

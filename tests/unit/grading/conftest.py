@@ -51,6 +51,7 @@ def fake_runs(monkeypatch):
             return SimpleNamespace(summary=summary, path=f"/runs/{config.name}", config=config)
 
         from vllm_course import experiment, server
+        monkeypatch.setattr(server, "check_config", lambda config, profile_args: None)
         monkeypatch.setattr(experiment, "run_experiment", run_experiment)
         monkeypatch.setattr(server, "ServerPool", _Pool)
         monkeypatch.setattr(env, "vllm_build", lambda: "cpu")

@@ -65,6 +65,29 @@ def test_a_calibration_run_with_a_job_sends_its_requests_to_its_starting_configu
     assert grading.scenario("lab03", "cpu-tiny").workload.num_requests == 64
 
 
+def test_a_misspelled_flag_is_refused_before_the_baselines_server_starts(
+        fake_runs, monkeypatch, tmp_path):
+    from vllm_course.server import flags
+    from vllm_course.server.failures import UnknownFlagError
+
+    calls = fake_runs(served_tok_s=480.0)
+    known = ["--max-num-seqs", "--enforce-eager", "--max-num-batched-tokens", "--dtype",
+             "--kv-cache-memory-bytes", "--max-model-len"]
+    monkeypatch.setattr("vllm_course.server.check_config", lambda config, profile_args:
+                        flags.check_flags([f"--{k}" for k in {**profile_args, **config.args}],
+                                          flags=known))
+    made = []
+    monkeypatch.setattr("vllm_course.server.ServerPool",
+                        lambda **kw: made.append(kw) or pytest.fail("a pool was made"))
+    monkeypatch.setenv("PROFILE", "cpu-tiny")
+    session.setup("lab03")
+    with pytest.raises(UnknownFlagError, match="no flag --max-num-seq; did you mean "
+                                               "--max-num-seqs"):
+        asyncio.run(session._run_once("lab03", env.load_profile("cpu-tiny"),
+                                      {"max-num-seq": 64}, tmp_path))
+    assert made == [] and calls == []
+
+
 def test_a_calibration_file_with_a_job_grades_that_job_on_this_machine(calibration_root):
     path = calibration_root / "l4" / "lab03.json"
     path.parent.mkdir(parents=True)

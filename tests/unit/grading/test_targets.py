@@ -182,6 +182,30 @@ def test_the_command_takes_a_rate_only_for_a_lab_at_a_poisson_rate(monkeypatch, 
     nolab = CliRunner().invoke(main, ["calibrate", "lab99"])
     assert nolab.exit_code == 2 and "unknown lab 'lab99'" in nolab.output
     assert targets.calibration_path("lab04", "gpu").parts[-2:] == ("gpu", "lab04.json")
+    # an --out that cannot be written fails before the runs, not after them
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    nowhere = CliRunner().invoke(main, ["calibrate", "lab04", "--out", str(blocked / "x.json")])
+    assert nowhere.exit_code == 2 and f"--out {blocked}: cannot write there" in nowhere.output
+    assert seen == {}
+
+
+def test_a_flag_vllm_rejects_is_one_line_from_calibrate(monkeypatch, tmp_path):
+    from vllm_course.cli import main
+    from vllm_course.grading import calibrate as module
+    from vllm_course.server.failures import UnknownFlagError
+
+    async def fake(lab, flags, runs=3, echo=print, load=None, job=None):
+        raise UnknownFlagError("vLLM 0.32.0 has no flag --max-num-seq; did you mean "
+                               "--max-num-seqs? (nothing was launched)", cause="bad_flag")
+
+    monkeypatch.setattr(module, "calibrate", fake)
+    monkeypatch.setenv("PROFILE", "cpu-tiny")
+    got = CliRunner().invoke(main, ["calibrate", "lab03", "--flags", '{"max-num-seq": 8}',
+                                    "--out", str(tmp_path / "x.json")])
+    assert got.exit_code == 2, got.output
+    assert "no flag --max-num-seq; did you mean --max-num-seqs?" in got.output
+    assert "Traceback" not in got.output and not (tmp_path / "x.json").exists()
 
 
 def test_a_multiple_given_to_calibrate_shows_no_rate_it_has_not_measured(monkeypatch, tmp_path,
