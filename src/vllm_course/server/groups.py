@@ -32,10 +32,15 @@ def stop_group(pgid: int, timeout_s: float = 20.0, leader: subprocess.Popen | No
             counts as gone.
 
     A group that is already gone, or whose processes belong to another user, is left as is;
-    nothing is raised.
+    nothing is raised. Interrupted while it waits for the clean shutdown (a second Ctrl-C), it
+    sends SIGKILL at once before the interrupt goes on: no group is left running.
     """
     _signal(pgid, signal.SIGTERM)
-    _wait(lambda: not _leader_alive(pgid, leader), timeout_s)
+    try:
+        _wait(lambda: not _leader_alive(pgid, leader), timeout_s)
+    except BaseException:
+        _signal(pgid, signal.SIGKILL)
+        raise
     _signal(pgid, signal.SIGKILL)
     if not _wait(lambda: not group_alive(pgid, leader), KILL_WAIT_S):
         _signal(pgid, signal.SIGKILL)

@@ -221,8 +221,13 @@ class ServerPool:
             servers, self._servers = list(self._servers.values()), {}
         finally:
             self._lock.release()
-        for server in servers:
-            server.stop()
+        try:
+            for server in servers:
+                server.stop()
+        finally:        # interrupted (a second Ctrl-C): the servers not stopped yet, at once
+            for server in servers:
+                if server.proc is not None:
+                    server.stop(timeout_s=0.0)
 
     def __enter__(self) -> ServerPool:
         return self

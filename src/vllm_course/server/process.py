@@ -201,18 +201,20 @@ class VLLMServer:
                                              CPU_SERVER_NICE if machine.vllm_build() == "cpu"
                                              else 0),
             )
-        registry.register(self.proc.pid, host=self.config.host, port=self.port,
-                          model=self.config.model, log_path=self.log_path,
-                          args=self.effective_args())
+        # from here on the process runs: whatever stops this start (a failure, Ctrl-C, an error
+        # reading its facts) stops the process group before it goes on
         try:
+            registry.register(self.proc.pid, host=self.config.host, port=self.port,
+                              model=self.config.model, log_path=self.log_path,
+                              args=self.effective_args())
             self._wait_ready(t_start)
+            self.facts = parse_startup_log(self.log_path.read_text(errors="replace"))
+            self.facts.ready_s = round(time.monotonic() - t_start, 2)
+            self.facts.block_size = self._block_size()
+            self._fill_batch_limits()
         except BaseException:
             self.stop(timeout_s=5.0)   # a half-started engine may ignore SIGTERM for a while
             raise
-        self.facts = parse_startup_log(self.log_path.read_text(errors="replace"))
-        self.facts.ready_s = round(time.monotonic() - t_start, 2)
-        self.facts.block_size = self._block_size()
-        self._fill_batch_limits()
         return self
 
     def _fill_batch_limits(self) -> None:
