@@ -33,10 +33,13 @@ class ServerConfig(_Frozen):
         args: vLLM flags without the leading dashes, e.g. ``{"max-num-seqs": 64}``. ``True``
             passes a bare flag, ``False`` passes ``--no-<flag>``, ``None`` leaves it out.
             Underscores are accepted and turned into dashes.
-        host: address to bind; 127.0.0.1 unless you mean to expose the server.
+        host: the loopback address to bind (127.0.0.1, ``localhost`` or ``::1``): the course's
+            servers run with vLLM's development endpoints on (``VLLM_SERVER_DEV_MODE=1``, for
+            ``/reset_prefix_cache``), so they are never exposed to the network.
         port: a fixed port, or ``None`` for a free one.
         env: extra environment variables for the server process.
-        startup_timeout_s: how long to wait for ``/health`` before giving up, in seconds.
+        startup_timeout_s: how long to wait for ``/health`` before giving up, in seconds
+            (finite, > 0).
     """
 
     model: str = "tiny-mistral"
@@ -44,7 +47,21 @@ class ServerConfig(_Frozen):
     host: str = "127.0.0.1"
     port: int | None = Field(None, ge=1, le=65535)
     env: dict[str, str] = Field(default_factory=dict)
-    startup_timeout_s: float = 900.0
+    startup_timeout_s: float = Field(900.0, gt=0, allow_inf_nan=False)
+
+    @field_validator("host")
+    @classmethod
+    def _loopback(cls, v: str) -> str:
+        import ipaddress
+
+        try:
+            loopback = v == "localhost" or ipaddress.ip_address(v).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ValueError(f"host {v!r}: a course server binds a loopback address only "
+                             "(127.0.0.1, localhost or ::1); its development endpoints are on")
+        return v
 
     @field_validator("args")
     @classmethod
@@ -297,14 +314,36 @@ def default_workload_kind(data: object) -> object:
     return data
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last
+    one, so a sweep spec with ``servers:`` written twice would lose the first block silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice in one mapping",
+                    key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                 _UniqueKeyLoader.construct_mapping)
+
+
 def read_mapping(path: str | Path) -> dict:
     """A YAML (or JSON) file whose top level is a mapping.
 
     Raises:
         FileNotFoundError: if the file does not exist.
         ValueError: if the file is empty or its top level is not a mapping.
+        yaml.YAMLError: not valid YAML, or a key given twice in one mapping (line and column
+            named).
     """
-    data = yaml.safe_load(Path(path).read_text())
+    data = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader)   # noqa: S506 (safe)
     if data is None:
         raise ValueError(f"{path}: the file is empty")
     if not isinstance(data, dict):

@@ -52,6 +52,13 @@ FILES = {
     "brokendata.yaml": "workload: {kind: file, path: DIR/broken.jsonl}\nload: {}\n",
     "broken.jsonl": '{"prompt": "hi", "output_len": 4}\n{"prompt": "hi", "output_len": \n',
     "chat.jsonl": '{"messages": [{"role": "user", "content": "hi"}], "output_len": 4}\n',
+    "host.yaml": "server: {host: 0.0.0.0}\n" + RUN,
+    "timeout.yaml": "server: {startup_timeout_s: -5}\n" + RUN,
+    "timeout-nan.yaml": "server: {startup_timeout_s: .nan}\n" + RUN,
+    "twice.yaml": "server: {}\nserver: {args: {max-num-seqs: 2}}\n" + RUN,
+    "infts.jsonl": '{"prompt": "hi", "output_len": 4}\n'
+                   '{"prompt": "hi", "output_len": 4, "timestamp_s": Infinity}\n',
+    "infts.yaml": "workload: {kind: file, path: DIR/infts.jsonl}\nload: {}\n",
     "spec.yaml": "model: tiny-mistral\n",
     "sweep-unknown.yaml": "hello: 1\n",
     "sweep-value.yaml": ("name: s\nservers:\n  a: {args: {max-num-seqs: abc}}\n"
@@ -100,7 +107,14 @@ CASES = [
     ("workload synth --num-requests 2 --input-len 8 --output-len 4 -o DIR/no/such/dir/x.jsonl",
      "No such file or directory"),
     ("workload describe DIR/broken.jsonl", "broken.jsonl:2: not valid JSON"),
-    ("workload describe DIR/binary.yaml", "not a text file"),
+    ("workload describe DIR/binary.yaml", "binary.yaml:1: not UTF-8 text (byte 1 of the line)"),
+    ("workload describe DIR/badbyte.jsonl", "badbyte.jsonl:2: not UTF-8 text (byte 3 of"),
+    ("workload describe DIR/infts.jsonl", "infts.jsonl:2: 'timestamp_s' must be a finite number"),
+    ("run --config DIR/infts.yaml", "infts.jsonl:2: 'timestamp_s' must be a finite number"),
+    ("run --config DIR/host.yaml", "host '0.0.0.0': a course server binds a loopback address"),
+    ("run --config DIR/timeout.yaml", "startup_timeout_s: Input should be greater than 0"),
+    ("run --config DIR/timeout-nan.yaml", "startup_timeout_s: Input should be a finite number"),
+    ("run --config DIR/twice.yaml", "the key 'server' is given twice in one mapping"),
     ("workload describe DIR/nope.jsonl", "does not exist"),
     ("workload describe DIR/chat.jsonl --endpoint completions",
      "a prompt of chat messages goes to the chat endpoint"),
@@ -136,6 +150,8 @@ def bad_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name, text in FILES.items():
         (tmp_path / name).write_text(text.replace("DIR", str(tmp_path)))
     (tmp_path / "binary.yaml").write_bytes(bytes(range(128, 256)) * 3)
+    (tmp_path / "badbyte.jsonl").write_bytes(b'{"prompt": "hi", "output_len": 4}\n'
+                                            b'{"\xff": 1}\n')
     return tmp_path
 
 

@@ -54,9 +54,9 @@ USER, BOT = {"role": "user", "content": "x"}, {"role": "assistant", "content": "
     ("fields", "match"),
     [
         ({**HI, "prompt_len": -5}, r"'prompt_len' must be an integer >= 1, got -5"),
-        ({**HI, "timestamp_s": -0.5}, r"'timestamp_s' must be a number >= 0, got -0.5"),
-        ({**HI, "timestamp_s": "1"}, r"'timestamp_s' must be a number"),
-        ({**HI, "timestamp_s": True}, r"'timestamp_s' must be a number"),
+        ({**HI, "timestamp_s": -0.5}, r"'timestamp_s' must be a finite number >= 0, got -0.5"),
+        ({**HI, "timestamp_s": "1"}, r"'timestamp_s' must be a finite number"),
+        ({**HI, "timestamp_s": True}, r"'timestamp_s' must be a finite number"),
         ({**HI, "priority": 1.5}, r"'priority' must be an integer"),
         ({"messages": [], "output_len": 4}, r"'messages' must be a non-empty list"),
         ({"messages": [{"role": "user"}], "output_len": 4}, r"messages\[0\] must be"),

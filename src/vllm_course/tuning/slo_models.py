@@ -51,11 +51,11 @@ class SLOSearchSpec(ExperimentSpec):
     server: ServerConfig = Field(default_factory=ServerConfig)
     percentile: Literal[50, 90, 95, 99] = 99
     level_kind: Literal["rate_rps", "max_concurrency"] = "rate_rps"
-    start: float = Field(gt=0)
-    factor: float = Field(2.0, gt=1)
-    tolerance: float = Field(0.1, gt=0)
+    start: float = Field(gt=0, allow_inf_nan=False)
+    factor: float = Field(2.0, gt=1, allow_inf_nan=False)
+    tolerance: float = Field(0.1, gt=0, allow_inf_nan=False)
     max_points: int = Field(12, ge=2)
-    min_level: float | None = Field(None, gt=0)
+    min_level: float | None = Field(None, gt=0, allow_inf_nan=False)
     confirm: list[float] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -17,6 +17,7 @@ count after a run.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,8 +146,9 @@ def _parse_line(line: str, where: str) -> Request:  # noqa: C901 - one check per
     if priority is not None and not _is_int(priority):
         raise WorkloadError(f"{where}: 'priority' must be an integer, got {priority!r}")
     ts = data.get("timestamp_s")
-    if ts is not None and (not isinstance(ts, (int, float)) or isinstance(ts, bool) or ts < 0):
-        raise WorkloadError(f"{where}: 'timestamp_s' must be a number >= 0, got {ts!r}")
+    if ts is not None and (not isinstance(ts, (int, float)) or isinstance(ts, bool)
+                           or not math.isfinite(ts) or ts < 0):
+        raise WorkloadError(f"{where}: 'timestamp_s' must be a finite number >= 0, got {ts!r}")
     return Request(prompt, out, plen, priority, None if ts is None else float(ts))
 
 
@@ -155,14 +157,20 @@ def read_jsonl(path: str | Path, limit: int | None = None) -> list[Request]:
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
-        WorkloadError: for the first bad line, naming ``path:line``.
+        WorkloadError: for the first bad line (not JSON, a bad field, not UTF-8), naming
+            ``path:line``.
     """
     path = Path(path)
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
     requests: list[Request] = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise WorkloadError(f"{path}:{number}: not UTF-8 text (byte {exc.start + 1} "
+                                    "of the line)") from None
             if line.strip():
                 requests.append(_parse_line(line, f"{path}:{number}"))
                 if limit is not None and len(requests) >= limit:

@@ -247,7 +247,8 @@ def detect_file_format(path: str | Path) -> FileFormat:
     path = Path(path)
     if path.suffix.lower() == ".csv":
         return "azure"
-    with path.open(encoding="utf-8") as fh:
+    # a byte that is not UTF-8 is the reader's to report, with its line: sniff past it
+    with path.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
             if line.strip():
                 return "mooncake" if '"input_length"' in line else "jsonl"

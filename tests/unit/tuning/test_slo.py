@@ -48,6 +48,10 @@ def test_spec_needs_an_objective_and_enough_requests_for_a_p99():
         _spec(level_kind="max_concurrency", start=2.5)
     with pytest.raises(ValidationError, match="not 1"):
         _spec(confirm=[1.0])
+    # an infinite start overflowed a concurrency and repeated one rate max_points times
+    for kind in ("rate_rps", "max_concurrency"):
+        with pytest.raises(ValidationError, match=r"start\n.*finite number"):
+            _spec(level_kind=kind, start=float("inf"))
     assert MIN_REQUESTS == 300
     assert _spec(slo=SLO(ttft_ms=500, tpot_ms=50), percentile=90).objectives == {
         "p90_ttft_ms": 500, "p90_tpot_ms": 50}
