@@ -214,3 +214,20 @@ def test_check_values(args: dict, ok: bool) -> None:
             check_values(args, KINDS)
         assert info.value.cause == "bad_value"
         assert "(nothing was launched)" in str(info.value)
+
+
+def test_an_interrupted_run_names_the_file_its_finished_requests_are_in(tmp_path: Path) -> None:
+    import time
+
+    from vllm_course.cli.runs import _interrupted_run
+
+    t0 = time.time()
+    assert _interrupted_run(tmp_path, "demo", t0) == "no run had started yet (nothing was sent)"
+    run = tmp_path / "demo-20261205-081000"
+    run.mkdir()
+    (run / "requests.jsonl").write_text("")
+    assert _interrupted_run(tmp_path, "demo", t0) == f"no request had finished ({run})"
+    (run / "requests.jsonl").write_text('{"index": 0}\n{"index": 1}\n')
+    (tmp_path / "other-20261205-081000").mkdir()            # another run's folder: not it
+    assert _interrupted_run(tmp_path, "demo", t0) == \
+        f"the 2 requests that finished are in {run / 'requests.jsonl'}"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from vllm_course.cli.base import BadInput, main
+from vllm_course.cli.base import BadInput, main, writable
 
 
 def _calls(items: tuple[str, ...], profile: str, call_s: int):
@@ -69,6 +69,8 @@ def reference_run(items: tuple[str, ...], number: int, call_s: int, time_s: int 
         call.limit_s = time_s
         click.echo(f"call {number} may run {time_s} s (--time-s), not {call_s} s")
     folder = Path(out) / f"call-{number}"
+    if pack_to:           # a folder that cannot take the parts fails now, not after the call
+        writable(pack_to, "--pack")
     runs = run_call(call, folder, calls=len(calls), echo=click.echo)
     ok = sum(r["exit"] == 0 for r in runs)
     click.echo(f"call {number}: {ok} of {len(call.items)} item(s) ok; {folder}")

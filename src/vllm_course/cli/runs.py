@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import click
@@ -34,6 +35,7 @@ def _execute(config, results_root: str) -> None:
         f"[bold]vllm-course[/]: profile {profile.name} ({profile.description}); "
         f"vLLM {machine.vllm_version()} ({machine.vllm_build()} build)"
     )
+    t0 = time.time()
     try:
         # check the workload first: a bad file or a too-long request fails before a server is
         # started for nothing
@@ -44,10 +46,24 @@ def _execute(config, results_root: str) -> None:
     except (ServerError, WorkloadError, FileNotFoundError) as exc:
         _fail(console, *failure(exc))
     except KeyboardInterrupt:
-        console.print("interrupted: the server was stopped; requests that finished are in "
-                      f"{results_root}/<run>/requests.jsonl")
+        where = _interrupted_run(results_root, config.name, t0)
+        console.print(f"interrupted: the server was stopped; {where}")
         raise SystemExit(130) from None
     _report(console, result)
+
+
+def _interrupted_run(results_root: str | Path, name: str, since: float) -> str:
+    """Where an interrupted run's finished requests are: the newest ``<name>-<time>`` folder
+    under ``results_root`` made since ``since`` (``time.time()``), in words."""
+    folders = [p for p in Path(results_root).glob(f"{name}-*")
+               if p.is_dir() and p.stat().st_mtime >= since - 1]
+    if not folders:
+        return "no run had started yet (nothing was sent)"
+    run = max(folders, key=lambda p: p.stat().st_mtime)
+    done = run / "requests.jsonl"
+    n = sum(1 for line in done.read_text().splitlines() if line.strip()) if done.is_file() else 0
+    return (f"the {n} requests that finished are in {done}" if n else
+            f"no request had finished ({run})")
 
 
 def _start_server(console, pool, server_config) -> None:

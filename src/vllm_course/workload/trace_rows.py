@@ -8,7 +8,7 @@ import csv
 import datetime as dt
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -107,15 +107,28 @@ def _usable(row: TraceRow, names: tuple[str, str], where: str, drop_empty: bool)
     return True
 
 
+def _csv_lines(fh, path: Path) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, cells)`` of a CSV file; a line the csv module cannot read (a field over
+    its size limit, a NUL byte) is a :class:`WorkloadError` naming ``path:line``."""
+    reader = csv.reader(fh)
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise WorkloadError(f"{path}:{reader.line_num}: not readable as CSV ({exc})") from None
+        yield reader.line_num, cells
+
+
 def _read_azure(path: Path, drop_empty: bool) -> list[TraceRow]:  # noqa: C901 - one check per cell
     rows: list[TraceRow] = []
     with path.open(encoding="utf-8-sig", newline="") as fh:
-        reader = csv.reader(fh)
         header: list[str] | None = None
         cols: list[int] = []
         has_offset: bool | None = None
-        for cells in reader:
-            where = f"{path}:{reader.line_num}"
+        for line, cells in _csv_lines(fh, path):
+            where = f"{path}:{line}"
             if not cells or all(not c.strip() for c in cells):
                 continue
             if header is None:
@@ -142,7 +155,7 @@ def _read_azure(path: Path, drop_empty: bool) -> list[TraceRow]:  # noqa: C901 -
                     f"{where}: 'TIMESTAMP' {stamp!r} mixes times with and without a UTC offset"
                 )
             row = TraceRow(
-                reader.line_num,
+                line,
                 seconds,
                 _int_field(ctx, "ContextTokens", where),
                 _int_field(gen, "GeneratedTokens", where),

@@ -129,6 +129,9 @@ def test_azure_rows_are_sorted_stably(tmp_path: Path) -> None:
             4,
             r"mixes times with and without a UTC offset",
         ),
+        # the csv module's own limit (131,072 characters a field) was a traceback
+        ((AZURE_2023[0], '2023-11-16 18:17:03.0,"' + "9" * 140_000 + '",5'), 2,
+         r"not readable as CSV \(field larger than field limit"),
     ],
 )
 def test_azure_errors_name_file_and_line(
