@@ -33,7 +33,8 @@ class ServerConfig(_Frozen):
         args: vLLM flags without the leading dashes, e.g. ``{"max-num-seqs": 64}``. ``True``
             passes a bare flag, ``False`` passes ``--no-<flag>``, ``None`` leaves it out.
             Underscores are accepted and turned into dashes.
-        host: the loopback address to bind (127.0.0.1, ``localhost`` or ``::1``): the course's
+        host: the loopback address to bind (127.0.0.1, another 127.x address or ``localhost``;
+            IPv4, as the URLs the course builds from it are): the course's
             servers run with vLLM's development endpoints on (``VLLM_SERVER_DEV_MODE=1``, for
             ``/reset_prefix_cache``), so they are never exposed to the network.
         port: a fixed port, or ``None`` for a free one.
@@ -55,12 +56,13 @@ class ServerConfig(_Frozen):
         import ipaddress
 
         try:
-            loopback = v == "localhost" or ipaddress.ip_address(v).is_loopback
+            loopback = v == "localhost" or (ipaddress.ip_address(v).version == 4
+                                            and ipaddress.ip_address(v).is_loopback)
         except ValueError:
             loopback = False
         if not loopback:
-            raise ValueError(f"host {v!r}: a course server binds a loopback address only "
-                             "(127.0.0.1, localhost or ::1); its development endpoints are on")
+            raise ValueError(f"host {v!r}: a course server binds an IPv4 loopback address only "
+                             "(127.0.0.1 or localhost); its development endpoints are on")
         return v
 
     @field_validator("args")

@@ -111,7 +111,7 @@ CASES = [
     ("workload describe DIR/badbyte.jsonl", "badbyte.jsonl:2: not UTF-8 text (byte 3 of"),
     ("workload describe DIR/infts.jsonl", "infts.jsonl:2: 'timestamp_s' must be a finite number"),
     ("run --config DIR/infts.yaml", "infts.jsonl:2: 'timestamp_s' must be a finite number"),
-    ("run --config DIR/host.yaml", "host '0.0.0.0': a course server binds a loopback address"),
+    ("run --config DIR/host.yaml", "host '0.0.0.0': a course server binds an IPv4 loopback address"),
     ("run --config DIR/timeout.yaml", "startup_timeout_s: Input should be greater than 0"),
     ("run --config DIR/timeout-nan.yaml", "startup_timeout_s: Input should be a finite number"),
     ("run --config DIR/twice.yaml", "the key 'server' is given twice in one mapping"),

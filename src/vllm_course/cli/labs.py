@@ -223,9 +223,8 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
                          baseline_args=None if baseline_json is None
                          else _flags_json(baseline_json, "--baseline-flags"),
                          how="vllm-course calibrate --requests/--baseline-flags")
-    path = out or None
-    if path is not None:
-        writable(str(path.parent), "--out")       # now, not after the runs
+    if out is not None:
+        writable(str(out.parent), "--out")        # now, not after the runs
     try:
         result = asyncio.run(calibrate(lab_id, flags, runs=runs, echo=click.echo, load=load,
                                        job=job))
@@ -233,7 +232,7 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
         if exc.cause in INPUT_CAUSES:
             raise BadInput(str(exc)) from None
         raise
-    path = path or calibration_path(lab_id, result["profile"])
+    path = out or calibration_path(lab_id, result["profile"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")
     click.echo(report(result))
