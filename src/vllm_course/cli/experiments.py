@@ -69,8 +69,10 @@ def _run_spec(fn, spec, results_root: str, no_cache: bool, cache_dir: str | None
                 raise bad_input(exc) from None
             raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt:
-            bar.console.print("interrupted: servers stopped; finished points are in the cache, "
-                              "so the same command resumes where this one stopped")
+            bar.console.print("interrupted: servers stopped; " + (
+                "with --no-cache nothing was kept for a resume: the same command starts over"
+                if cache is None else "finished points are in the cache, so the same command "
+                "resumes where this one stopped"))
             raise SystemExit(130) from None
 
 

@@ -179,7 +179,8 @@ def metric_stats(spec: CompareSpec, values: dict[str, dict[str, list[float]]]
     ``spec.interval_confidence``.
 
     Raises:
-        ValueError: a setting with fewer than 2 values of a metric (its runs failed).
+        RuntimeError: a setting with fewer than 2 values of a metric (its runs failed: the
+            run, not the input, is at fault).
     """
     level, base = spec.interval_confidence, spec.baseline_label
     out = []
@@ -188,9 +189,9 @@ def metric_stats(spec: CompareSpec, values: dict[str, dict[str, list[float]]]
             x, y = values[label][metric], values[base][metric]
             for name, sample in ((label, x), (base, y)):
                 if len(sample) < 2:
-                    raise ValueError(f"{name} has {len(sample)} repeat(s) with a value of "
-                                     f"{metric}; a comparison needs at least 2 (did its runs "
-                                     "fail? see their folders)")
+                    raise RuntimeError(f"{name} has {len(sample)} repeat(s) with a value of "
+                                       f"{metric}; a comparison needs at least 2 (did its runs "
+                                       "fail? see their folders)")
             ci = stats.mean_interval(x, level)
             stat = MetricStat(setting=label, metric=metric, values=x, mean=ci.estimate,
                               low=ci.low, high=ci.high)
@@ -343,10 +344,14 @@ async def compare(
 
     Raises:
         UnknownFlagError: a flag vLLM does not know (checked before any server starts).
-        ServerError, WorkloadError: as :func:`~vllm_course.experiment.run_experiment`;
+        ServerError, WorkloadError: as :func:`~vllm_course.experiment.run_experiment` (a
+            request longer than a server's ``--max-model-len``: before any server starts);
             finished repeats are in the cache, so running the compare again resumes.
-        ValueError: a setting ended with fewer than 2 usable repeats.
+        RuntimeError: a setting ended with fewer than 2 usable repeats (the message names
+            every run's folder).
     """
+    from vllm_course.experiment import max_model_len_from_args, preflight
+
     store = open_cache(cache, results_root)
     own = pool is None
     pool = pool or own_pool(max_live=len({s.key() for s in spec.servers.values()}))
@@ -362,6 +367,13 @@ async def compare(
         emit(Step("plan", f"compare {spec.name}: {plan}; runs {order_text}", 0, len(order),
                   plan.estimate_s))
         check_server_flags([spec.servers[lb] for i, lb, r in order if not hits[i, r]], pool)
+        # the workload against each server's --max-model-len, before any starts: a compare
+        # needs every setting, so one that cannot take the requests stops it now, not after
+        # the others ran
+        first = {configs[k].server.key(): configs[k] for k in reversed(keys) if not hits[k]}
+        for config in first.values():
+            if max_model_len_from_args({**pool.profile_args, **config.server.args}):
+                preflight(config, pool.profile_args)
         eta = Eta([estimate_point_s(configs[i, r], device()) for i, _, r in order
                    if not hits[i, r]])
         # servers still to start, by settings key: their time is added to the ETA, not
@@ -407,12 +419,18 @@ def _save_result(spec: CompareSpec, runs: dict[str, list[RunResult]], warnings: 
 
     values = {lb: {m: [v for run in rs if (v := plots.metric_value(run.summary, m)) is not None]
                    for m in spec.metrics} for lb, rs in runs.items()}
+    try:
+        metric_stat_list = metric_stats(spec, values)
+    except RuntimeError as exc:    # name the runs, which are kept, so nothing measured is lost
+        folders = "; ".join(f"{lb}: {', '.join(str(r.path) for r in rs)}"
+                            for lb, rs in runs.items())
+        raise RuntimeError(f"{exc}. The runs: {folders}") from None
     method = (f"{stats.describe_method(spec.method)}; {100 * spec.confidence:g} % family-wise "
               f"over {spec.comparisons} comparison(s) (Bonferroni: each interval "
               f"{100 * spec.interval_confidence:.2f} %); {spec.repeats} repeats per setting, "
               "each from an empty prefix cache")
     result = CompareResult(
-        spec=spec, stats=metric_stats(spec, values), runs=runs, method=method, order=order_text,
+        spec=spec, stats=metric_stat_list, runs=runs, method=method, order=order_text,
         paths={lb: [run.path for run in rs] for lb, rs in runs.items()}, warnings=warnings,
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     folder = new_run_dir(results_root, spec.name)

@@ -140,6 +140,8 @@ async def slo_search(
         ValueError: a file workload with fewer than :data:`MIN_REQUESTS` requests (before).
         ServerError, WorkloadError: as :func:`~vllm_course.experiment.run_experiment`;
             finished points are in the cache, so running the search again resumes.
+        KeyboardInterrupt: passed on. Before any error goes on, the points measured so far are
+            saved in a new folder as ``slo.json``, with a warning that the search stopped.
     """
     from vllm_course.experiment import new_run_dir
 
@@ -180,6 +182,12 @@ async def slo_search(
             point = await measure(spec.confirm_level(best, f), "confirm", CONFIRM_SEED_OFFSET * i)
             points.append(point)
             emit(Step("point", "confirm " + _line(spec, point), len(points), None, None))
+    except BaseException as exc:
+        if points:           # what was measured, saved before the error or Ctrl-C goes on
+            folder = _save_partial(spec, points, results_root, exc)
+            emit(Step("note", f"stopped after {len(points)} point(s): {folder}/slo.json holds "
+                      "them", len(points), None, None))
+        raise
     finally:
         if own:
             pool.close()
@@ -192,6 +200,24 @@ async def slo_search(
     emit(Step("done", result.summary() + "".join(f"\nwarning: {w}" for w in result.warnings),
               len(points), len(points), 0.0))
     return result
+
+
+def _save_partial(spec: SLOSearchSpec, points: list[SLOPoint], results_root: str | Path,
+                  exc: BaseException) -> Path:
+    """Save the points of a search that stopped early (an error, Ctrl-C) as ``slo.json`` in a
+    new ``results_root/<name>-<time>/`` folder, with a warning that it did not finish."""
+    from vllm_course.experiment import new_run_dir
+
+    search = [p for p in points if p.phase == "search"]
+    passed = [p.level for p in search if p.passed]
+    result = _result(spec, search, points, max(passed) if passed else None)
+    why = type(exc).__name__ + ("" if isinstance(exc, KeyboardInterrupt) else f": {exc}")
+    folder = new_run_dir(results_root, spec.name)
+    result.model_copy(update={
+        "path": str(folder), "converged": False,
+        "warnings": [f"stopped after {len(points)} point(s) ({why.splitlines()[0]}): not a "
+                     "finished search", *result.warnings]}).save(folder)
+    return folder
 
 
 def _result(spec, search, points, best) -> SLOSearchResult:

@@ -168,6 +168,29 @@ def test_failed_requests_and_zero_values_are_reported_not_averaged_away(monkeypa
         == "x stopped early (the vLLM server died): its numbers cover part of the run"
 
 
+def test_a_server_that_cannot_take_the_workload_stops_the_compare_before_any_run(
+        monkeypatch, tmp_path):
+    from vllm_course.workload import WorkloadError
+
+    calls = fake_runs.install(monkeypatch, _noisy({}))
+    short = ServerConfig(args={"max-model-len": 12})          # 16 + 4 tokens do not fit
+    with pytest.raises(WorkloadError, match="max_model_len"):
+        _run(_spec(servers={"one": A, "short": short}, baseline="one"),
+             fake_runs.FakePool(max_live=2), tmp_path, cache=None)
+    assert calls == []                                        # not after "one" ran
+
+
+def test_too_few_usable_repeats_is_a_failed_run_that_names_its_runs(monkeypatch, tmp_path):
+    from vllm_course.tuning.comparison import _save_result
+
+    fake_runs.install(monkeypatch, _noisy({}))
+    result = _run(_spec(), fake_runs.FakePool(max_live=2), tmp_path, cache=None)
+    one = {label: runs[:1] for label, runs in result.runs.items()}   # 1 repeat each
+    with pytest.raises(RuntimeError, match="a comparison needs at least 2") as info:
+        _save_result(result.spec, one, [], result.order, tmp_path)
+    assert result.runs["one"][0].path in str(info.value)
+
+
 # -- the statistics ------------------------------------------------------------------------
 
 def test_welch_ratio_is_the_ratio_of_geometric_means_with_a_t_interval():

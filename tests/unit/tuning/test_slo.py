@@ -89,6 +89,21 @@ def test_search_finds_the_knee_within_tolerance_and_confirms(monkeypatch, tmp_pa
     assert loaded.best == 13.0 and loaded.points[0].result is not None
 
 
+def test_a_search_stopped_by_ctrl_c_keeps_the_points_it_measured(monkeypatch, tmp_path):
+    fake_runs.install(monkeypatch, _rate_knee(13.0), interrupt_after=3)
+    notes = []
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(slo_search(_spec(), pool=fake_runs.FakePool(), results_root=tmp_path,
+                               cache=None, progress=notes.append))
+    (folder,) = [p.parent for p in tmp_path.glob("s-*/slo.json")]
+    kept = SLOSearchResult.load(folder)
+    assert [(p.level, p.passed) for p in kept.points] == [(4.0, True), (8.0, True),
+                                                           (16.0, False)]
+    assert (kept.best, kept.lowest_failing, kept.converged) == (8.0, 16.0, False)
+    assert kept.warnings[0].startswith("stopped after 3 point(s) (KeyboardInterrupt)")
+    assert any(n.kind == "note" and str(folder) in n.message for n in notes)
+
+
 def test_a_rerun_reads_every_point_from_the_cache(monkeypatch, tmp_path):
     calls = fake_runs.install(monkeypatch, _rate_knee(13.0))
     first = asyncio.run(slo_search(_spec(), pool=fake_runs.FakePool(), results_root=tmp_path))
