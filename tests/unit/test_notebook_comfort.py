@@ -54,10 +54,10 @@ class FakeServer:
         self.facts.kv_cache_tokens = 262144
 
     def alive(self) -> bool:
-        return True
+        return not getattr(self, "stopped", False)
 
-    def stop(self) -> None:
-        pass
+    def stop(self, timeout_s: float = 20.0) -> None:     # as VLLMServer.stop
+        self.stopped = True
 
 
 def test_a_server_start_is_announced_with_its_time(shown: FakeDisplay,

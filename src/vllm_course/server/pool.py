@@ -226,7 +226,7 @@ class ServerPool:
                 server.stop()
         finally:        # interrupted (a second Ctrl-C): the servers not stopped yet, at once
             for server in servers:
-                if server.proc is not None:
+                if server.alive():
                     server.stop(timeout_s=0.0)
 
     def __enter__(self) -> ServerPool:
