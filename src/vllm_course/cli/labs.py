@@ -32,15 +32,20 @@ def lab_check(notebook: Path) -> None:
 
     if not notebook.is_file():
         raise BadInput(f"{notebook}: no such notebook")
-    click.echo(f"running {notebook} from the top (a lab takes a few minutes) ...")
+    click.echo(f"running {notebook} from the top (with a run cell that starts servers, a "
+               "few minutes) ...")
     outcomes = check_notebook(notebook)
     if not outcomes:
         raise BadInput(f"{notebook}: no autograded test cells: not a lab notebook")
     for o in outcomes:
         first = o.why.splitlines()[0] if o.why else ""
-        click.echo(f"{o.grade_id:<16} {o.earned:5.2f} / {o.points:g}   {first}")
-    earned, total = sum(o.earned for o in outcomes), sum(o.points for o in outcomes)
-    click.echo(f"{'total':<16} {earned:5.2f} / {total:g}")
+        score = "    -" if o.hidden else f"{o.earned:5.2f}"
+        click.echo(f"{o.grade_id:<16} {score} / {o.points:g}   {first}")
+    visible = [o for o in outcomes if not o.hidden]
+    earned, total = sum(o.earned for o in visible), sum(o.points for o in visible)
+    hidden = sum(o.points for o in outcomes if o.hidden)
+    click.echo(f"{'total':<16} {earned:5.2f} / {total:g}"
+               + (f"   (and {hidden:g} points of hidden tests)" if hidden else ""))
     if earned < total:
         raise SystemExit(1)
 

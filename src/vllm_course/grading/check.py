@@ -1,5 +1,6 @@
 """A learner's self-check: run a lab notebook the way nbgrader's autograder does, without the
-gradebook, and report each test cell's points (``vllm-course lab check``).
+gradebook, and report each test cell's points (``vllm-course lab check``); a cell that holds
+only hidden tests (no code in the learner's copy) is reported as such, not scored.
 
 The notebook is executed top to bottom in its own folder, every cell even after an error (as
 ``nbgrader autograde`` does), so the run cell writes ``results/<lab>.json`` there. Each cell
@@ -24,12 +25,25 @@ class TestOutcome:
         points: what the cell is worth.
         earned: what it earned (0 to ``points``).
         why: the cell's printed lines, or the error that zeroed it.
+        hidden: the cell holds no code in the learner's copy (only hidden tests, removed from
+            the release, which run when the instructor grades): not scored here.
     """
 
     grade_id: str
     points: float
     earned: float
     why: str
+    hidden: bool = False
+
+
+def _no_code(source: str) -> bool:
+    """Whether ``source`` has no statement (blank, or comments only)."""
+    import ast
+
+    try:
+        return not ast.parse(source).body
+    except SyntaxError:
+        return False
 
 
 def _text(output) -> str:
@@ -45,6 +59,9 @@ def _score(cell) -> TestOutcome:
     from nbgrader.utils import determine_grade
 
     meta = cell.metadata["nbgrader"]
+    if _no_code(cell.source):       # nbgrader would count it as passed: it raised nothing
+        return TestOutcome(meta["grade_id"], float(meta.get("points", 0)), 0.0,
+                           "hidden tests: they run when the instructor grades", hidden=True)
     outputs = cell.get("outputs", [])
     printed = "".join(_text(o) for o in outputs if o.get("name") != "stderr").strip()
     try:

@@ -25,6 +25,7 @@ def lab_notebook(tmp_path):
         graded_cell("fails", "assert 1 == 2, 'not equal'", 1),
         graded_cell("stderr", "import sys\nprint('a warning', file=sys.stderr)", 1),
         graded_cell("passes", "print('fine')", 2),
+        graded_cell("hidden", "# hidden tests: they run when the instructor grades\n", 2),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                 "language": "python"}})
     path = tmp_path / "lab99.ipynb"
@@ -40,13 +41,16 @@ def test_each_test_cell_scores_as_nbgrader_scores_it(tmp_path):
     assert outcomes["fails"].earned == 0 and "not equal" in outcomes["fails"].why
     assert outcomes["stderr"].earned == 0 and "stderr" in outcomes["stderr"].why
     assert (outcomes["passes"].earned, outcomes["passes"].points) == (2, 2)
+    # a release's cell of hidden tests holds only a comment: nbgrader would pass it
+    assert outcomes["hidden"].hidden and outcomes["hidden"].earned == 0
 
 
 def test_the_command_prints_the_points_and_fails_unless_all_were_earned(tmp_path):
     out = CliRunner().invoke(main, ["lab", "check", str(lab_notebook(tmp_path))])
     assert out.exit_code == 1, out.output
     assert "partial           1.50 / 2   half of it" in out.output
-    assert "total             3.50 / 6" in out.output
+    assert "total             3.50 / 6   (and 2 points of hidden tests)" in out.output
+    assert "hidden               - / 2   hidden tests" in out.output
     missing = CliRunner().invoke(main, ["lab", "check", str(tmp_path / "nope.ipynb")])
     assert missing.exit_code == 2 and "no such notebook" in missing.output
 
