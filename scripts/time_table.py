@@ -48,7 +48,7 @@ def table(suites: dict[str, float], notebooks: dict[str, float], budget: dict) -
         for name, secs in sorted(group.items()):
             lines.append(_line(name, secs, per_max))
         mean = sum(group.values()) / len(group)
-        if title == "chapter":
+        if title == "chapter" and len(group) > 1:    # one chapter's own line says it already
             lines.append(_line(f"mean of {len(group)} chapters", mean, nb.get("chapter_mean")))
     return lines
 

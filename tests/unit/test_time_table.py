@@ -34,6 +34,9 @@ def test_over_budget_lines_are_marked() -> None:
     assert not by_name["labs/lab01/lab01.ipynb"].endswith("OVER")
     mean = next(ln for ln in lines if ln.startswith("mean of 2 chapters"))
     assert mean.split()[-2:] == ["75", "OVER"] and "130.0" in mean
+    # one chapter (make notebook NB=...): no mean row to read as a failure
+    one = tt.table({}, {"chapters/01_a.ipynb": 108.4}, budget)
+    assert not any(ln.startswith("mean of") for ln in one)
 
 
 def test_command_line(tmp_path, capsys) -> None:
