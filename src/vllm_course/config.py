@@ -7,6 +7,7 @@ error that names the field instead of a silently ignored setting.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Literal
 
@@ -324,6 +325,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         seen: set = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                continue                # the safe loader names an unhashable key itself
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"the key {key!r} is given twice in one mapping",
