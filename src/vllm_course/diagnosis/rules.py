@@ -39,7 +39,9 @@ Rules, in the order they are checked (thresholds are the module constants):
 7. **load too light: client concurrency limit** (client): ``max_concurrency`` was set, requests
    waited in the client for a slot (slot wait P50 >= :data:`SLOT_WAIT_SHARE` of mean E2EL) and
    the server never queued.
-8. **no bottleneck: the load was too light**: nothing above fired.
+8. **no bottleneck: the load was too light**: nothing above fired. With an SLO that fewer than
+   :data:`SLO_MET_SHARE` of the requests met, the finding says so instead of "too light":
+   nothing queued, so the time went to the engine's steps (and to the machine's stalls).
 
 "Queued" means a ``/metrics`` sample saw a request waiting, or the server's mean queue time
 (``vllm:request_queue_time_seconds``, a counter) reached :data:`QUEUE_WAIT_MS`. Rules read
@@ -67,6 +69,7 @@ from vllm_course.diagnosis.thresholds import (
     PINNED_SHARE,
     QUEUE_MEAN,
     QUEUE_WAIT_MS,
+    SLO_MET_SHARE,
     SLOT_WAIT_SHARE,
     STALL_FACTOR,
     STALL_SHARE,
@@ -382,6 +385,23 @@ def _no_bottleneck(run: _Run) -> Finding:
         )
         if s.goodput_rps is not None and s.good_requests is not None:
             evidence.append(f"{s.good_requests} of {s.num_requests} requests met the SLO")
+    met = (s.good_requests / s.num_requests
+           if s is not None and s.good_requests is not None and s.num_requests else None)
+    if met is not None and met < SLO_MET_SHARE:
+        return Finding(
+            key="no_bottleneck",
+            title=f"no limit hit, yet {s.num_requests - s.good_requests} of {s.num_requests} "
+                  "requests missed the SLO (nothing queued: the time went to the engine's steps)",
+            layer="none",
+            rule=(f"none of the bottleneck rules fired, and fewer than {SLO_MET_SHARE:.0%} of "
+                  "the requests met the SLO"),
+            evidence=evidence,
+            knobs=["nothing queued, so the time went to the engine's steps: a lower load "
+                   "shrinks the batch and each step a little; a sweep down to concurrency 1 "
+                   "shows whether any load meets this SLO on this machine",
+                   "if even one request at a time misses it: a faster machine, a smaller model, "
+                   "fp8 weights (--quantization fp8), or an SLO this hardware can hold"],
+        )
     return Finding(
         key="no_bottleneck",
         title="no bottleneck: the load was too light",

@@ -34,3 +34,6 @@ QUEUE_WAIT_MS = 50.0
 queued; read from counters, so it holds when no ``/metrics`` sample fell inside the run."""
 SLOT_WAIT_SHARE = 0.10
 """Client slot wait P50 at or above this share of the mean E2EL: the client's cap held requests."""
+SLO_MET_SHARE = 0.90
+"""With an SLO, a run where fewer than this share of the requests met it is not called "too
+light" when no rule fired: nothing queued, so the time went to the engine's own steps."""
