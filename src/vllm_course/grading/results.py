@@ -155,12 +155,13 @@ def dropped_requests(data: dict) -> str | None:
     baseline's. Throughput and percentiles count completed requests only (as
     ``vllm bench serve`` does), so a server that rejects requests (``--max-num-queued-reqs``
     answers HTTP 503 beyond its queue) would look faster for serving less."""
+    baseline = data.get("baseline") or {}
     for part, whose in ((data, "your server"),
-                        (data.get("baseline"), "the baseline's server (the scenario's flags)")):
-        m = (part or {}).get("metrics") or {}
+                        (baseline, "the baseline's server (the scenario's flags)")):
+        m = part.get("metrics") or {}
         done, sent = m.get("completed"), m.get("requests")
         if done is not None and sent is not None and done < sent:
-            run = (part or {}).get("run_dir", "its run folder")
+            run = part.get("run_dir", "its run folder")
             return (f"{whose} completed {done} of {sent} requests; a run that drops requests "
                     f"meets no performance target (the errors: requests.jsonl in {run})")
     return None

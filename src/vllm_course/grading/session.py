@@ -304,10 +304,11 @@ async def run(lab: str, server_flags: Mapping[str, Any] | None = None, *,
     path = results.discard(lab, results_dir)
     pin = _pinned(lab)
     sc = scenario(lab, pin.profile)
-    flags = check_flags(lab, server_flags or {}, env.load_profile(pin.profile))
+    profile = env.load_profile(pin.profile)
+    flags = check_flags(lab, server_flags or {}, profile)
     nonce = secrets.token_hex(16)
     started = time.time()
-    measured = await _run_once(lab, env.load_profile(pin.profile), flags, Path(results_dir))
+    measured = await _run_once(lab, profile, flags, Path(results_dir))
     if measure is not None:
         measured.update(measure(results.records_of(Path(measured["run_dir"])), {
             "duration_s": measured["metrics"]["duration_s"],
