@@ -162,8 +162,11 @@ def test_bad_input_is_one_line_exit_2_nothing_started(bad_dir: Path, line: str,
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
-    errors = [ln for ln in result.output.splitlines() if ln.startswith(("Error: ", "error: "))]
+    lines = result.output.splitlines()
+    errors = [ln for ln in lines if ln.startswith("Error: ")]
     assert len(errors) == 1, result.output
+    assert not [ln for ln in lines if ln.startswith(("error: ", "vllm-course: profile"))], \
+        "bad input is click's one error line, with no run banner before it"
     assert says in result.output, result.output
 
 

@@ -86,6 +86,9 @@ def servers_stop(pids: tuple[int, ...], stop_all: bool) -> None:
     if not pids and not stop_all:
         raise click.UsageError("give server pids or --all")
     targets = [e["pid"] for e in registry.entries()] if stop_all else list(pids)
+    if not targets:
+        click.echo("no vLLM servers started by the course are running; nothing to stop")
+        return
     missed = []
     for pid in targets:
         if registry.stop(pid):

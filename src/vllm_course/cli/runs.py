@@ -30,6 +30,10 @@ def _execute(config, results_root: str) -> None:
 
     console = Console(stderr=True)
     profile = machine.current_profile()
+    # the workload first: a missing or malformed file, or a request longer than the server's
+    # --max-model-len, is bad input (one line, before the banner and before a server is started
+    # for nothing)
+    requests = preflight(config, profile.server_args)
     pool = ServerPool(max_live=1, profile_args=profile.server_args)
     console.print(
         f"[bold]vllm-course[/]: profile {profile.name} ({profile.description}); "
@@ -37,9 +41,6 @@ def _execute(config, results_root: str) -> None:
     )
     t0 = time.time()
     try:
-        # check the workload first: a bad file or a too-long request fails before a server is
-        # started for nothing
-        requests = preflight(config, profile.server_args)
         with pool:
             _start_server(console, pool, config.server)
             result = asyncio.run(_run_with_bar(console, config, results_root, pool, requests))

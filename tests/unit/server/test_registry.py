@@ -102,3 +102,14 @@ def test_a_reused_pid_is_left_alone(home, created):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_stop_all_with_nothing_running_says_so(home):
+    from click.testing import CliRunner
+
+    from vllm_course.cli import main
+
+    result = CliRunner().invoke(main, ["servers", "stop", "--all"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == ("no vLLM servers started by the course are running; "
+                                     "nothing to stop")
