@@ -29,7 +29,7 @@ from vllm_course import env
 from vllm_course.env import doctor, machine
 from vllm_course.reference.catalog import PARTS_VAR, REFERENCE_ROOT, REPO_ROOT, Item
 from vllm_course.reference.plan import Call
-from vllm_course.server import ServerPool
+from vllm_course.server import ServerPool, registry
 from vllm_course.server.broker import ENV_VAR, PoolBroker
 from vllm_course.server.groups import stop_group
 
@@ -200,10 +200,22 @@ def run_command(item: Item, dest: Path, model: str, profile: str, deadline: floa
         finally:   # also on Ctrl-C: the command's process group never outlives the call
             if proc.poll() is None:
                 stop_group(proc.pid, leader=proc)
+            stop_servers_of(proc.pid)
     left_out = copy_small_files(work, dest, since=0)
     shutil.rmtree(work, ignore_errors=True)
     shown = [Path(argv[0]).name, *(a.replace(str(work), "OUT") for a in argv[1:])]
     return {"how": " ".join(shown), "exit": exit_code, "failed": failed, "left_out": left_out}
+
+
+def stop_servers_of(owner_pid: int) -> list[int]:
+    """Stop the vLLM servers that process ``owner_pid`` started and left running (each leads a
+    process group of its own, outside the command's): a command killed while it was still
+    stopping them, after the grace period, would otherwise leave them holding the GPU for the
+    next item. Returns their pids."""
+    left = [e["pid"] for e in registry.entries() if e["owner_pid"] == owner_pid]
+    for pid in left:
+        registry.stop(pid)
+    return left
 
 
 def run_call(call: Call, out: Path, *, calls: int = 1,

@@ -20,6 +20,7 @@ from vllm_course.reference import catalog, plan, select
 from vllm_course.reference import run as runmod
 from vllm_course.reference.catalog import CHAPTER_PARTS, DEFAULT_S, REPO_ROOT, UNMEASURED_LABS, Item
 from vllm_course.reference.plan import Call, describe, grouped
+from vllm_course.server import registry
 
 
 def _item(id_: str, seconds: int, servers: tuple[str, ...] = (), kind: str = "chapter") -> Item:
@@ -181,6 +182,29 @@ def test_a_command_past_the_calls_end_is_stopped_with_its_output_kept(tmp_path, 
     assert (dest / "calibration.json").read_text() == "{}"
     assert (dest / "log.txt").read_text() == "started\n"
     assert not dest.with_name("lab02.work").exists()
+
+
+def test_a_killed_command_leaves_no_server_behind(tmp_path, monkeypatch):
+    # the command registers a server of its own (a stand-in with a vLLM command line, leading
+    # its own process group, as VLLMServer starts it), then is stopped at the call's end before
+    # it could stop that server: the call stops it
+    monkeypatch.setenv("VLLM_COURSE_HOME", str(tmp_path / "home"))
+    code = ("import subprocess, sys, time\n"
+            "from vllm_course.server import registry\n"
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)',\n"
+            "                      'vllm.entrypoints.openai.api_server'], start_new_session=True)\n"
+            "registry.register(p.pid, host='127.0.0.1', port=8000, model='m', log_path='x.log',\n"
+            "                  args={})\n"
+            "print(p.pid, flush=True); time.sleep(60)")
+    monkeypatch.setattr(Item, "argv", lambda self, model, profile, out:
+                        [sys.executable, "-c", code])
+    dest = tmp_path / "d"
+    dest.mkdir()
+    got = runmod.run_command(_item("x", 1, kind="bench"), dest, "m", "p", time.monotonic() + 3)
+    assert got["failed"].startswith("stopped")
+    server_pid = int((dest / "log.txt").read_text().split()[0])
+    assert not registry._alive(server_pid)
+    assert registry.entries() == []
 
 
 def test_a_command_that_fails_says_its_exit_status(tmp_path, monkeypatch):
