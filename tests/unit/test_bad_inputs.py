@@ -219,7 +219,7 @@ def test_check_values(args: dict, ok: bool) -> None:
         assert "(nothing was launched)" in str(info.value)
 
 
-def test_an_interrupted_run_names_the_file_its_finished_requests_are_in(tmp_path: Path) -> None:
+def test_an_interrupted_run_counts_the_requests_that_finished(tmp_path: Path) -> None:
     import time
 
     from vllm_course.cli.runs import _interrupted_run
@@ -230,7 +230,13 @@ def test_an_interrupted_run_names_the_file_its_finished_requests_are_in(tmp_path
     run.mkdir()
     (run / "requests.jsonl").write_text("")
     assert _interrupted_run(tmp_path, "demo", t0) == f"no request had finished ({run})"
-    (run / "requests.jsonl").write_text('{"index": 0}\n{"index": 1}\n')
+    # two finished, one cancelled in flight, one never sent, and a line cut short
+    cancelled = '"error": "cancelled: the run was interrupted"'
+    (run / "requests.jsonl").write_text(
+        '{"index": 0, "error": null}\n{"index": 1, "error": null}\n'
+        f'{{"index": 2, "sent_s": 1.5, {cancelled}}}\n{{"index": 3, "sent_s": null, {cancelled}}}\n'
+        '{"index": 4, "err')
     (tmp_path / "other-20261205-081000").mkdir()            # another run's folder: not it
-    assert _interrupted_run(tmp_path, "demo", t0) == \
-        f"the 2 requests that finished are in {run / 'requests.jsonl'}"
+    assert _interrupted_run(tmp_path, "demo", t0) == (
+        "2 of 4 requests had finished; the others were cancelled or never sent; every "
+        f"request's record is in {run / 'requests.jsonl'}")

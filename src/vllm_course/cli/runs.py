@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 
@@ -62,9 +63,19 @@ def _interrupted_run(results_root: str | Path, name: str, since: float) -> str:
         return "no run had started yet (nothing was sent)"
     run = max(folders, key=lambda p: p.stat().st_mtime)
     done = run / "requests.jsonl"
-    n = sum(1 for line in done.read_text().splitlines() if line.strip()) if done.is_file() else 0
-    return (f"the {n} requests that finished are in {done}" if n else
-            f"no request had finished ({run})")
+    records = []
+    for line in done.read_text().splitlines() if done.is_file() else []:
+        try:
+            records.append(json.loads(line))
+        except ValueError:      # a line cut short by the interrupt
+            continue
+    # the requests still in flight or not yet sent are written too, with the error
+    # "cancelled: the run was interrupted"
+    finished = sum(1 for r in records if isinstance(r, dict) and not r.get("error"))
+    if not records:
+        return f"no request had finished ({run})"
+    return (f"{finished} of {len(records)} requests had finished; the others were cancelled "
+            f"or never sent; every request's record is in {done}")
 
 
 def _start_server(console, pool, server_config) -> None:
