@@ -28,15 +28,20 @@ def lab_check(notebook: Path) -> None:
     its own folder, with real vLLM servers started by its run cell; nothing is saved into it.
     Exit status 1 unless every test earned all its points.
     """
-    from vllm_course.grading.check import check_notebook
+    from vllm_course.grading.check import execute, first_error, score
 
     if not notebook.is_file():
         raise BadInput(f"{notebook}: no such notebook")
     click.echo(f"running {notebook} from the top (with a run cell that starts servers, a "
                "few minutes) ...")
-    outcomes = check_notebook(notebook)
+    nb = execute(notebook)
+    outcomes = score(nb)
     if not outcomes:
         raise BadInput(f"{notebook}: no autograded test cells: not a lab notebook")
+    error = first_error(nb)
+    if error:
+        click.echo(f"the notebook raised an error outside its tests, in {error}\n"
+                   "(the tests after it may fail only because of it; fix it first)")
     for o in outcomes:
         first = o.why.splitlines()[0] if o.why else ""
         score = "    -" if o.hidden else f"{o.earned:5.2f}"

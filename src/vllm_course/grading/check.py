@@ -94,6 +94,17 @@ def check_notebook(notebook: Path | str, timeout_s: int = 1200) -> list[TestOutc
         FileNotFoundError: no such notebook.
         nbformat.reader.NotJSONError: the file is not a notebook.
     """
+    return score(execute(notebook, timeout_s))
+
+
+def execute(notebook: Path | str, timeout_s: int = 1200):
+    """``notebook`` executed top to bottom in its folder, every cell even after an error (as
+    ``nbgrader autograde`` runs it); returns the executed ``nbformat`` notebook.
+
+    Raises:
+        FileNotFoundError: no such notebook.
+        nbformat.reader.NotJSONError: the file is not a notebook.
+    """
     import nbformat
     from nbclient import NotebookClient
 
@@ -102,5 +113,25 @@ def check_notebook(notebook: Path | str, timeout_s: int = 1200) -> list[TestOutc
     kernel = nb.metadata.get("kernelspec", {}).get("name", "python3")
     NotebookClient(nb, timeout=timeout_s, kernel_name=kernel, allow_errors=True,
                    resources={"metadata": {"path": str(path.resolve().parent)}}).execute()
+    return nb
+
+
+def score(nb) -> list[TestOutcome]:
+    """One :class:`TestOutcome` per autograded test cell of the executed notebook ``nb``."""
     return [_score(c) for c in nb.cells
             if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def first_error(nb) -> str | None:
+    """The first error of an executed notebook ``nb`` raised outside its test cells (the run
+    cell, an answer cell), as ``"cell N: Name: message"`` (N counts code cells from 1), or
+    ``None``: the tests after it usually fail only because of it."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for n, cell in enumerate(code, start=1):
+        if cell.metadata.get("nbgrader", {}).get("grade"):
+            continue
+        error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"),
+                     None)
+        if error is not None:
+            return f"cell {n}: {_text(error)}"
+    return None

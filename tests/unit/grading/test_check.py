@@ -51,6 +51,9 @@ def test_the_command_prints_the_points_and_fails_unless_all_were_earned(tmp_path
     assert "partial           1.50 / 2   half of it" in out.output
     assert "total             3.50 / 6   (and 2 points of hidden tests)" in out.output
     assert "hidden               - / 2   hidden tests" in out.output
+    # the error of a cell that is not a test (a lab's run cell) is shown before the points
+    assert out.output.splitlines()[1] == ("the notebook raised an error outside its tests, in "
+                                          "cell 1: RuntimeError: a bug")
     missing = CliRunner().invoke(main, ["lab", "check", str(tmp_path / "nope.ipynb")])
     assert missing.exit_code == 2 and "no such notebook" in missing.output
 
