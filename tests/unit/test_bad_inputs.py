@@ -208,6 +208,9 @@ def test_a_chat_file_is_described_on_the_chat_endpoint(bad_dir: Path) -> None:
     ({"gpu-memory-utilization": "most"}, False),
     ({"max-num-batched-tokens": -5}, False),
     ({"dtype": "FLOAT32"}, False),
+    ({"quantization": "fp8", "dtype": "float32"}, False),
+    ({"quantization": "fp8", "dtype": "bfloat16"}, True),
+    ({"quantization": "fp8"}, True),
 ])
 def test_check_values(args: dict, ok: bool) -> None:
     if ok:

@@ -23,6 +23,8 @@ class _Run:
         self.m = result.server_metrics
         self.c = result.client
         self.facts = result.startup
+        # vLLM's CPU build: no GPU knobs, no fp8 weights under the CPU profile's float32
+        self.cpu = (result.env or {}).get("vllm_build") == "cpu"
         self.records = _records(result)
         self.completed = [r for r in self.records if r.success and not r.warmup]
         series = result.timeseries() if result.path else None

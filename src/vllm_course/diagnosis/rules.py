@@ -146,10 +146,15 @@ def _kv_exhausted(run: _Run) -> Finding | None:
             run.context(),
         ],
         knobs=[
+            "give the KV cache more memory: --kv-cache-memory-bytes (vLLM's CPU build sizes "
+            "its KV cache from it, or from VLLM_CPU_KVCACHE_SPACE in GiB)" if run.cpu else
             "give the KV cache more memory: --gpu-memory-utilization (default 0.92 since vLLM "
             "0.20) or --kv-cache-memory-bytes",
-            "--kv-cache-dtype fp8 (about twice the tokens per byte)",
+            "--kv-cache-dtype fp8 (about twice the tokens per byte"
+            + ("; the CPU build needs AVX-512 or AMX for it: `vllm-course doctor` says)"
+               if run.cpu else ")"),
             "admit fewer requests at once: lower --max-num-seqs",
+            "--max-model-len does not size the KV cache" if run.cpu else
             "more GPUs (-tp) leave more memory per GPU for the KV cache; --max-model-len does "
             "not size the KV cache",
         ],
@@ -336,8 +341,12 @@ def _compute_bound(run: _Run) -> Finding | None:
             *hardware,
         ],
         knobs=[
+            "this is the hardware's capacity for this model: lower the request rate, or serve "
+            "it on a GPU" if run.cpu else
             "this is the hardware's capacity for this model: lower the request rate, or add "
             "replicas (-dp) or GPUs (-tp)",
+            "cheaper steps: a smaller model, speculative decoding for decode-heavy traffic; on "
+            "a GPU also fp8 weights (--quantization fp8) and --kv-cache-dtype fp8" if run.cpu else
             "cheaper steps: fp8 weights (--quantization fp8), --kv-cache-dtype fp8, a smaller "
             "model, speculative decoding for decode-heavy traffic",
             "keep CUDA graphs and torch.compile on (no --enforce-eager)",
@@ -399,6 +408,8 @@ def _no_bottleneck(run: _Run) -> Finding:
             knobs=["nothing queued, so the time went to the engine's steps: a lower load "
                    "shrinks the batch and each step a little; a sweep down to concurrency 1 "
                    "shows whether any load meets this SLO on this machine",
+                   "if even one request at a time misses it: a faster machine (a GPU), a "
+                   "smaller model, or an SLO this hardware can hold" if run.cpu else
                    "if even one request at a time misses it: a faster machine, a smaller model, "
                    "fp8 weights (--quantization fp8), or an SLO this hardware can hold"],
         )

@@ -174,6 +174,14 @@ def check_values(args: dict[str, object], kinds: dict[str, dict] | None = None) 
         if problem:
             raise ServerError(f"--{name} must be {problem}, not {value!r} (nothing was launched)",
                               cause="bad_value")
+    quantization, dtype = str(args.get("quantization")).lower(), str(args.get("dtype")).lower()
+    if quantization == "fp8" and dtype in ("float32", "float"):
+        # vLLM checks this while it builds its config, after the start has begun: "torch.float32
+        # is not supported for quantization method fp8. Supported dtypes: [torch.bfloat16,
+        # torch.float16]" (seen with vLLM 0.32's CPU build and the cpu-tiny profile)
+        raise ServerError(
+            f"--quantization fp8 needs --dtype bfloat16 or float16, not {dtype} (nothing was "
+            "launched): add --dtype bfloat16, or remove --quantization", cause="bad_value")
 
 
 def _number(value: object) -> float | None:

@@ -97,7 +97,8 @@ _DEFAULT = object()
 def _save(tmp_path: Path, name: str = "run", *, records: list[RequestRecord] | None = None,
           server: object = _DEFAULT, client: object = _DEFAULT, startup: dict | None = None,
           series: TimeSeries | None = None, load: LoadSpec | None = None, slo: SLO | None = None,
-          checks: Checks | None = None, duration_s: float = DURATION_S) -> RunResult:
+          checks: Checks | None = None, duration_s: float = DURATION_S,
+          env: dict | None = None) -> RunResult:
     """Save a run folder ``tmp_path/name`` and load it back (so records and series are read)."""
     records = _records() if records is None else records
     result = RunResult(
@@ -109,6 +110,7 @@ def _save(tmp_path: Path, name: str = "run", *, records: list[RequestRecord] | N
         startup=dict(STARTUP if startup is None else startup),
         checks=checks,
         client=_healthy_client(records) if client is _DEFAULT else client,
+        env=env or {},
     )
     run_dir = tmp_path / name
     run_dir.mkdir()
@@ -195,6 +197,10 @@ def test_an_slo_missed_without_any_limit_is_not_called_a_light_load(tmp_path: Pa
                              "queued: the time went to the engine's steps)")
     assert "0 of 8 requests met the SLO" in finding.evidence
     assert "concurrency 1" in finding.knobs[0]
+    assert "--quantization fp8" in finding.knobs[1]
+    # on vLLM's CPU build fp8 weights are not offered (vLLM refuses them under float32)
+    cpu = diagnose(_save(tmp_path, "cpu", slo=SLO(tpot_ms=10.0), env={"vllm_build": "cpu"}))
+    assert "fp8" not in cpu.findings[0].knobs[1] and "a GPU" in cpu.findings[0].knobs[1]
     # the same run against an SLO it met: a light load, as before
     met = diagnose(_save(tmp_path, "met", slo=SLO(tpot_ms=20.0))).findings[0]
     assert met.title == "no bottleneck: the load was too light"
@@ -323,6 +329,19 @@ def test_kv_cache_exhausted(tmp_path: Path) -> None:
         "running mean 1.5 (peak 3) of max_num_seqs 8; waiting peak 0; KV cache peak 90.0%",
     ]
     assert any("--gpu-memory-utilization" in k for k in f.knobs)
+    assert any("GPUs (-tp)" in k for k in f.knobs)
+
+
+def test_a_cpu_build_run_gets_no_gpu_knobs(tmp_path: Path) -> None:
+    # vLLM's CPU build sizes its KV cache from --kv-cache-memory-bytes, has no GPUs to add, and
+    # refuses fp8 weights under the CPU profile's float32
+    run = _save(tmp_path, server=_server(preemptions=3.0, kv_cache_usage_peak=0.9,
+                                         kv_cache_usage_mean=0.7),
+                env={"vllm_build": "cpu"})
+    knobs = " ".join(diagnose(run).primary.knobs)
+    assert "--kv-cache-memory-bytes (vLLM's CPU build sizes its KV cache" in knobs
+    assert "AVX-512 or AMX" in knobs
+    assert "--gpu-memory-utilization" not in knobs and "-tp" not in knobs
 
 
 @pytest.mark.parametrize(
