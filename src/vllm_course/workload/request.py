@@ -199,4 +199,6 @@ def check_endpoint(requests: Sequence[Request], endpoint: Endpoint, source: str)
     if bad:
         need = "chat" if endpoint == "completions" else "completions"
         raise WorkloadError(f"{source}: {len(bad)} {wrong} prompt(s) (first: request {bad[0]}) "
-                            f"only work with the {need} endpoint, not {endpoint}")
+                            f"only work with the {need} endpoint, not {endpoint}: set the "
+                            f"load's endpoint to {need} (load: {{endpoint: {need}}} in a YAML "
+                            "file)")

@@ -144,7 +144,7 @@ def test_load_file_workload(tmp_path: Path) -> None:
     got = workload.load_requests(FileWorkload(path=path, num_requests=2), "tiny-mistral",
                                  "completions")
     assert got == [Request("hi", 4), Request((1, 2), 3)]
-    with pytest.raises(WorkloadError, match=r"1 token-id prompt\(s\) \(first: request 2\) only work with the completions"):
+    with pytest.raises(WorkloadError, match=r"1 token-id prompt\(s\) \(first: request 2\) only work with the completions endpoint, not chat: set the load's endpoint to completions \(load: \{endpoint: completions\} in a YAML file\)"):
         workload.load_requests(FileWorkload(path=path), "tiny-mistral", "chat")
     only_text = _write(tmp_path, GOOD)
     only = workload.load_requests(FileWorkload(path=only_text), "tiny-mistral", "chat")
