@@ -243,3 +243,16 @@ def test_an_interrupted_run_counts_the_requests_that_finished(tmp_path: Path) ->
     assert _interrupted_run(tmp_path, "demo", t0) == (
         "2 of 4 requests had finished; the others were cancelled or never sent; every "
         f"request's record is in {run / 'requests.jsonl'}")
+
+
+def test_diagnose_on_a_results_folder_names_its_runs(tmp_path: Path) -> None:
+    import os
+
+    for n, name in enumerate(["demo-20261205-100000", "my-run-20261205-110000"]):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text("{}")
+        os.utime(tmp_path / name, (1_000_000 + n, 1_000_000 + n))
+    result = CliRunner().invoke(main, ["diagnose", str(tmp_path)])
+    assert result.exit_code == 2
+    assert (f"has no summary.json: pass a run folder, e.g. {tmp_path / 'my-run-20261205-110000'}, "
+            f"{tmp_path / 'demo-20261205-100000'}") in " ".join(result.output.split())

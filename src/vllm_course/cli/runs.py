@@ -208,10 +208,11 @@ def diagnose_cmd(result_dir: str) -> None:
     from vllm_course.diagnosis import diagnose
 
     if not (Path(result_dir) / "summary.json").exists():
-        raise BadInput(
-            f"{result_dir} has no summary.json: pass a run folder, "
-            "e.g. results/demo-20261129-101500"
-        )
+        runs = sorted((p.parent for p in Path(result_dir).glob("*/summary.json")),
+                      key=lambda p: p.stat().st_mtime)
+        example = (", e.g. " + ", ".join(str(p) for p in runs[-3:][::-1]) if runs
+                   else ", e.g. results/demo-20261129-101500")
+        raise BadInput(f"{result_dir} has no summary.json: pass a run folder{example}")
     try:
         click.echo(diagnose(result_dir).report())
     except ValueError as exc:
