@@ -200,10 +200,16 @@ def judge(
         reasons.append(f"client CPU {cpu_cores:.2f} cores >= {CLIENT_BUSY_CORES}")
     notes = []
     if late and not busy:
+        # a loop-lag P90 within bounds can hide a few long stalls: they are what late sends and
+        # bunched tokens come from, so name the longest
+        stalled = (lag.p90 is not None and lag.p90 <= LOOP_LAG_P90_MS and lag.max is not None
+                   and lag.max > STALL_NOTE_MS)
         notes.append(
             "the client ran late while using little CPU "
-            f"({_cores(cpu_cores)}): the OS gave its time to other processes (the server "
-            "included), so requests in flight then were timed late: " + "; ".join(late)
+            f"({_cores(cpu_cores)}"
+            + (f"; its event loop stalled for up to {lag.max / 1000:.1f} s" if stalled else "")
+            + "): the OS gave its time to other processes (the server included), so requests "
+            "in flight then were timed late: " + "; ".join(late)
         )
     elif not reasons and lag.p99 is not None and lag.p99 > STALL_NOTE_MS:
         notes.append(

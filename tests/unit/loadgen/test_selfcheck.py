@@ -473,9 +473,10 @@ def test_judge_stall_note_only_without_reasons() -> None:
         [send_reason, "client CPU 0.60 cores >= 0.5"], []
     )
     assert judge(stalls, late_sends, None, None) == ([send_reason], [])
-    # late while idle: the starved note replaces the stall note
+    # late while idle: the starved note replaces the stall note, naming the longest stall
+    # (the P90 within bounds hides it)
     assert judge(stalls, late_sends, 0.3, None) == (
-        [], [_starved_note("0.30 cores", send_reason)]
+        [], [_starved_note("0.30 cores; its event loop stalled for up to 0.2 s", send_reason)]
     )
 
 
