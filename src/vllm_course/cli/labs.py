@@ -44,8 +44,8 @@ def lab_check(notebook: Path) -> None:
                    "(the tests after it may fail only because of it; fix it first)")
     for o in outcomes:
         first = o.why.splitlines()[0] if o.why else ""
-        score = "    -" if o.hidden else f"{o.earned:5.2f}"
-        click.echo(f"{o.grade_id:<16} {score} / {o.points:g}   {first}")
+        shown = "    -" if o.hidden else f"{o.earned:5.2f}"
+        click.echo(f"{o.grade_id:<16} {shown} / {o.points:g}   {first}")
     visible = [o for o in outcomes if not o.hidden]
     earned, total = sum(o.earned for o in visible), sum(o.points for o in visible)
     hidden = sum(o.points for o in outcomes if o.hidden)

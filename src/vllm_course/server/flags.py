@@ -154,7 +154,9 @@ def check_values(args: dict[str, object], kinds: dict[str, dict] | None = None) 
         kinds: :func:`flag_kinds` (read when not given).
 
     Raises:
-        ServerError: with ``cause="bad_value"``, naming the flag, the value and what it must be.
+        ServerError: with ``cause="bad_value"``, naming the flag, the value and what it must be;
+            also for ``--quantization fp8`` under ``--dtype float32`` (vLLM takes fp8 weights
+            only with bfloat16 or float16 activations).
     """
     kinds = flag_kinds() if kinds is None else kinds
     for name, value in args.items():
