@@ -57,6 +57,9 @@ def servers() -> None:
     """vLLM servers started by this course on this machine."""
 
 
+NONE_RUNNING = "no vLLM servers started by the course are running"
+
+
 @servers.command("list")
 def servers_list() -> None:
     """Show running servers, their owner and port."""
@@ -66,7 +69,7 @@ def servers_list() -> None:
 
     rows = registry.entries()
     if not rows:
-        click.echo("no vLLM servers started by the course are running")
+        click.echo(NONE_RUNNING)
         return
     for e in rows:
         owner = f"owner {e['owner_pid']}" + ("" if e["owner_alive"] else " (gone)")
@@ -87,7 +90,7 @@ def servers_stop(pids: tuple[int, ...], stop_all: bool) -> None:
         raise click.UsageError("give server pids or --all")
     targets = [e["pid"] for e in registry.entries()] if stop_all else list(pids)
     if not targets:
-        click.echo("no vLLM servers started by the course are running; nothing to stop")
+        click.echo(f"{NONE_RUNNING}; nothing to stop")
         return
     missed = []
     for pid in targets:

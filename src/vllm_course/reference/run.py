@@ -207,15 +207,14 @@ def run_command(item: Item, dest: Path, model: str, profile: str, deadline: floa
     return {"how": " ".join(shown), "exit": exit_code, "failed": failed, "left_out": left_out}
 
 
-def stop_servers_of(owner_pid: int) -> list[int]:
+def stop_servers_of(owner_pid: int) -> None:
     """Stop the vLLM servers that process ``owner_pid`` started and left running (each leads a
     process group of its own, outside the command's): a command killed while it was still
     stopping them, after the grace period, would otherwise leave them holding the GPU for the
-    next item. Returns their pids."""
-    left = [e["pid"] for e in registry.entries() if e["owner_pid"] == owner_pid]
-    for pid in left:
-        registry.stop(pid)
-    return left
+    next item."""
+    for entry in registry.entries():
+        if entry["owner_pid"] == owner_pid:
+            registry.stop(entry["pid"])
 
 
 def run_call(call: Call, out: Path, *, calls: int = 1,
