@@ -24,7 +24,10 @@ while it was busy (CPU at least :data:`CLIENT_BUSY_CORES`). A run spread over wo
 (``load.workers``) is judged by its busiest worker: each is one Python thread. The thresholds
 look at the typical probe and request, not the worst: on a small shared machine the OS now and
 then stalls every process for a few hundred ms, server included, and that is not the client
-limiting the run. A late but idle client was starved by other processes; both cases are reported
+limiting the run (on the 2-vCPU CI machine, 2026-12-05, a separate process doing nothing but
+this probe for 5 minutes beside the CI's vLLM servers woke up to 1.6 s late, P99 1.8 ms, with
+no CPU time used and no steal time in ``/proc/stat`` during the stalls: the OS did not run
+it). A late but idle client was starved by other processes; both cases are reported
 in :attr:`ClientChecks.notes` instead. Set from runs on the 2-core CI machine against the tiny
 CPU model: a healthy client at 4 req/s had P90 loop lag <= 1.3 ms and P50 send lag <= 1 ms (P99
 loop lag up to 141 ms from OS stalls); a client doing 5 ms of work per chunk at 10 req/s had P90
