@@ -682,7 +682,8 @@ def run_lines(rep: int, run: ToolRun) -> list[str]:
 
 def diagnostics(a: argparse.Namespace, pairs: list[tuple[ToolRun, ToolRun]],
                 facts: dict) -> list[str]:
-    cores = os.cpu_count() or 1
+    # merged runs were measured elsewhere: their own machine's cores, not this one's
+    cores = facts.get("cpu_count") or os.cpu_count() or 1
     lines = [f"CPU diagnostics ({cores} cores; client/server CPU over the tool's warmup+run "
              "window; machine busy = all cores):"]
     if "idle_server_cpu_share" in facts:     # merged runs have no one idle server to show
@@ -940,8 +941,9 @@ def merge(paths: list[Path]) -> int:
     header = (f"merged: {len(pairs)} repeats from {len(runs)} runs, each on its own server "
               f"(ready in {ready} s): {a.model}, {a.num_requests} requests x {a.input_len} "
               f"prompt / {a.output_len} output tokens, rate {first['rate']} req/s")
+    cores = {data.get("env", {}).get("cpu_count") for data, _ in runs}
     out = [header, *[f"  {p}" for p in paths], "", *table, "", line, "",
-           *diagnostics(a, pairs, facts={})]
+           *diagnostics(a, pairs, facts={"cpu_count": cores.pop()} if len(cores) == 1 else {})]
     print("\n".join(out))
     return 0 if ok else 1
 

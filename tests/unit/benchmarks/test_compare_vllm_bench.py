@@ -82,6 +82,8 @@ def test_merging_recorded_runs_reads_every_repeat(script, tmp_path, capsys):
     # the diagnostics keep their header and every repeat's window; only the idle-server line,
     # which no merged run has, is left out (it had printed "nan%")
     assert "CPU diagnostics (" in out and "  repeat 1 vllm:" in out and "  repeat 6 ours:" in out
+    # the cores are the recorded machine's (the H200 host's 16), not the merging machine's
+    assert data["env"]["cpu_count"] == 16 and "CPU diagnostics (16 cores;" in out
     assert "idle server" not in out and "nan%" not in out
     assert rc == 1     # mean TPOT 1.100 in the recorded repeats: still outside 5 %
 
