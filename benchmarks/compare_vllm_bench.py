@@ -941,9 +941,10 @@ def merge(paths: list[Path]) -> int:
     header = (f"merged: {len(pairs)} repeats from {len(runs)} runs, each on its own server "
               f"(ready in {ready} s): {a.model}, {a.num_requests} requests x {a.input_len} "
               f"prompt / {a.output_len} output tokens, rate {first['rate']} req/s")
-    cores = {data.get("env", {}).get("cpu_count") for data, _ in runs}
+    cores = sorted({data.get("env", {}).get("cpu_count") for data, _ in runs}, key=str)
+    known = {"cpu_count": "/".join(map(str, cores))} if None not in cores else {}
     out = [header, *[f"  {p}" for p in paths], "", *table, "", line, "",
-           *diagnostics(a, pairs, facts={"cpu_count": cores.pop()} if len(cores) == 1 else {})]
+           *diagnostics(a, pairs, facts=known)]
     print("\n".join(out))
     return 0 if ok else 1
 
