@@ -78,28 +78,15 @@ def _score(cell) -> TestOutcome:
     return TestOutcome(meta["grade_id"], points, float(earned), printed)
 
 
-def check_notebook(notebook: Path | str, timeout_s: int = 1200) -> list[TestOutcome]:
-    """Execute ``notebook`` in its folder and score its autograded test cells.
+def execute(notebook: Path | str, timeout_s: int = 1200):
+    """``notebook`` executed top to bottom in its folder, every cell even after an error (as
+    ``nbgrader autograde`` runs it); returns the executed ``nbformat`` notebook, for
+    :func:`score` and :func:`first_error`.
 
     Args:
         notebook: a lab notebook (a learner's copy of ``labs/release/labNN/labNN.ipynb``).
         timeout_s: the most one cell may run (s), as ``c.Execute.timeout`` in
             ``labs/nbgrader_config.py``.
-
-    Returns:
-        One :class:`TestOutcome` per autograded test cell, in notebook order (empty if the
-        notebook has none: not a lab notebook).
-
-    Raises:
-        FileNotFoundError: no such notebook.
-        nbformat.reader.NotJSONError: the file is not a notebook.
-    """
-    return score(execute(notebook, timeout_s))
-
-
-def execute(notebook: Path | str, timeout_s: int = 1200):
-    """``notebook`` executed top to bottom in its folder, every cell even after an error (as
-    ``nbgrader autograde`` runs it); returns the executed ``nbformat`` notebook.
 
     Raises:
         FileNotFoundError: no such notebook.
@@ -117,7 +104,8 @@ def execute(notebook: Path | str, timeout_s: int = 1200):
 
 
 def score(nb) -> list[TestOutcome]:
-    """One :class:`TestOutcome` per autograded test cell of the executed notebook ``nb``."""
+    """One :class:`TestOutcome` per autograded test cell of the executed notebook ``nb``, in
+    notebook order (empty if it has none: not a lab notebook)."""
     return [_score(c) for c in nb.cells
             if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
 

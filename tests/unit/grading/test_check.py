@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from nbformat.v4 import new_code_cell, new_notebook
 
 from vllm_course.cli import main
-from vllm_course.grading.check import check_notebook
+from vllm_course.grading.check import execute, score
 
 
 def graded_cell(gid: str, source: str, points: float):
@@ -34,7 +34,7 @@ def lab_notebook(tmp_path):
 
 
 def test_each_test_cell_scores_as_nbgrader_scores_it(tmp_path):
-    outcomes = {o.grade_id: o for o in check_notebook(lab_notebook(tmp_path))}
+    outcomes = {o.grade_id: o for o in score(execute(lab_notebook(tmp_path)))}
     # every cell ran after the first one raised, in the notebook's own folder
     assert (tmp_path / "written-here.txt").exists()
     assert (outcomes["partial"].earned, outcomes["partial"].why) == (1.5, "half of it")
