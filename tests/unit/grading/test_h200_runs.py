@@ -1,15 +1,19 @@
-"""The committed H200 calibration runs (reference/h200/labs/) against the ``h200`` targets the
-labs bring: the course's rule (labs/README.md) that on the H200 the solution passes every target in each of its
-runs while the starting configuration misses one by more than the margin, checked on the data
-that set those targets; and the set-up cell showing those runs on every machine."""
+"""The committed GPU calibration runs (reference/h200/labs/, and reference/h100-80g/labs/ for
+lab04) against the targets the labs bring on those profiles: the course's rule (labs/README.md)
+that the solution passes every target in each of its runs while the starting configuration
+misses one by more than the margin, checked on the data that set those targets; and the set-up
+cell showing the H200 runs on every machine."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from vllm_course import grading
 from vllm_course.grading.spec import SCENARIOS
 from vllm_course.grading.targets import H200_RUNS, h200_runs, judge
+from vllm_course.models import REPO_ROOT
 
 MEASURED_ON_H200 = [lab for lab, sc in SCENARIOS.items() if "h200" in sc.calibrated]
 
@@ -19,11 +23,28 @@ def test_every_lab_measured_on_the_h200_brings_the_runs_that_set_its_targets():
     assert h200_runs("lab01") is None                   # graded on definitions: no targets
 
 
-@pytest.mark.parametrize("lab", MEASURED_ON_H200)
-def test_the_solution_passed_every_h200_target_in_every_run_and_the_start_missed_one(lab):
-    data = h200_runs(lab)
-    sc = grading.scenario(lab, "h200")
-    assert data["lab"] == lab and data["profile"] == "h200" and len(data["runs"]) >= 3
+MEASURED_ON_OTHER_GPUS = {("h100-80g", "lab04"): "reference/h100-80g/labs/lab04-vs-start.json"}
+"""Labs whose targets a GPU profile other than ``h200`` brings measured: the committed runs."""
+
+
+def test_every_lab_measured_on_another_gpu_brings_its_runs():
+    measured = {(profile, lab) for lab, sc in SCENARIOS.items() for profile in sc.calibrated
+                if profile not in ("cpu-tiny", "h200")}
+    assert measured == set(MEASURED_ON_OTHER_GPUS)
+
+
+def _runs(profile: str, lab: str) -> dict:
+    if profile == "h200":
+        return h200_runs(lab)
+    return json.loads((REPO_ROOT / MEASURED_ON_OTHER_GPUS[profile, lab]).read_text())
+
+
+@pytest.mark.parametrize(("profile", "lab"), [("h200", lab) for lab in MEASURED_ON_H200]
+                         + sorted(MEASURED_ON_OTHER_GPUS))
+def test_the_solution_passed_every_gpu_target_in_every_run_and_the_start_missed_one(profile, lab):
+    data = _runs(profile, lab)
+    sc = grading.scenario(lab, profile)
+    assert data["lab"] == lab and data["profile"] == profile and len(data["runs"]) >= 3
     assert {r["vllm_version"] for r in data["runs"]} == {"0.26.0"}
     measured = {t["id"]: t for t in data["targets"]}
     assert set(measured) == {t.id for t in sc.targets}
@@ -40,7 +61,7 @@ def test_the_solution_passed_every_h200_target_in_every_run_and_the_start_missed
         assert sc.workload.num_requests == data["job"]["num_requests"]
         assert sc.baseline_args == data["job"]["baseline_args"]
     if data.get("load"):
-        entry = SCENARIOS[lab].per_profile["h200"]
+        entry = SCENARIOS[lab].per_profile[profile]
         assert entry.vs_start == data["load"]["vs_start"]
         assert sc.slo.model_dump() == data["load"]["slo"]
 
@@ -67,7 +88,6 @@ def test_the_set_up_cell_shows_the_h200_runs_on_any_machine_without_the_answer(c
 def test_no_set_up_cell_prints_the_solutions_flags_on_any_profile(lab, capsys, monkeypatch):
     from vllm_course import env
     from vllm_course.cli.labs import _solution_flags
-    from vllm_course.models import REPO_ROOT
 
     monkeypatch.chdir(REPO_ROOT)
     answer = _solution_flags(lab)
