@@ -11,7 +11,7 @@ import click
 from vllm_course.cli.base import BadInput, main
 
 if TYPE_CHECKING:
-    from vllm_course.grading.spec import ProfileLoad
+    from vllm_course.grading.spec import ProfileJob, ProfileLoad
 
 
 @main.group()
@@ -162,6 +162,117 @@ def _flags_json(text: str, option: str) -> dict:
     return flags
 
 
+def _job_option(lab_id: str, num_requests: int | None,
+                baseline_json: str | None) -> ProfileJob | None:
+    """The job ``vllm-course calibrate`` runs from its --requests/--baseline-flags options:
+    ``None`` (the profile's) when neither is given.
+
+    Raises:
+        BadInput: --baseline-flags for a lab that runs no starting configuration, or not a
+            JSON object.
+    """
+    from vllm_course.grading.spec import SCENARIOS, ProfileJob
+
+    if num_requests is None and baseline_json is None:
+        return None
+    if baseline_json is not None and SCENARIOS[lab_id].baseline_args is None:
+        raise BadInput(f"{lab_id} runs no starting configuration beside the answer: "
+                       "--baseline-flags applies to a lab that does (lab02 on)")
+    return ProfileJob(num_requests=num_requests,
+                      baseline_args=None if baseline_json is None
+                      else _flags_json(baseline_json, "--baseline-flags"),
+                      how="vllm-course calibrate --requests/--baseline-flags")
+
+
+def _partial_path(path: Path) -> Path:
+    """Where ``vllm-course calibrate`` keeps the finished runs of a calibration that is to be
+    written to ``path``, until the last run (``LAB.partial.json`` beside ``LAB.json``)."""
+    return path.with_name(f"{path.stem}.partial.json")
+
+
+def _calibration_job(lab_id: str, profile: str, flags: dict, load: ProfileLoad | None,
+                     job: ProfileJob | None) -> dict:
+    """What decides a calibration's runs, as its partial file records it (JSON values), so
+    that a resumed calibration only adds runs of the same kind."""
+    import json
+
+    return json.loads(json.dumps({
+        "lab": lab_id, "profile": profile, "flags": flags,
+        "load": None if load is None else load.model_dump(mode="json"),
+        "job": None if job is None else job.model_dump(mode="json")}))
+
+
+def _partial_calibration(partial: Path) -> dict:
+    """The partial file ``partial``, checked.
+
+    Raises:
+        BadInput: not JSON, or not what ``vllm-course calibrate`` writes there.
+    """
+    import json
+
+    try:
+        data = json.loads(partial.read_text())
+        ok = (isinstance(data, dict) and isinstance(data.get("runs"), list)
+              and all(isinstance(r, dict) and isinstance(r.get("metrics"), dict)
+                      for r in data["runs"])
+              and isinstance(data.get("runs_wanted"), int)
+              and {"lab", "profile", "flags", "load", "job"} <= data.keys())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        ok = False
+    if not ok:
+        raise BadInput(f"{partial} is not a partial calibration (vllm-course calibrate writes "
+                       "one as it runs): remove it, or run without --resume to replace it")
+    return data
+
+
+def _resumed(partial: Path, kind: dict, runs: int | None) -> tuple[list[dict], int]:
+    """The runs kept in ``partial`` and the number of runs to reach, for ``--resume``.
+
+    Args:
+        kind: this invocation's :func:`_calibration_job`.
+        runs: ``--runs`` if given; else the stopped calibration's.
+
+    Raises:
+        BadInput: no such file, a damaged one, one made with another lab, profile, answer, load
+            or job (both values named), or more runs kept than ``--runs``.
+    """
+    import json
+
+    if not partial.is_file():
+        raise BadInput(f"--resume: no {partial} here: nothing was kept to resume (run "
+                       "without --resume)")
+    data = _partial_calibration(partial)
+    for key, now in kind.items():
+        if data[key] != now:
+            raise BadInput(f"--resume: {partial} was run with {key}={json.dumps(data[key])}; "
+                           f"this one with {key}={json.dumps(now)}: give the same options, or "
+                           "run without --resume")
+    wanted = data["runs_wanted"] if runs is None else runs
+    if len(data["runs"]) > wanted:
+        raise BadInput(f"--resume: {partial} keeps {len(data['runs'])} runs, more than "
+                       f"--runs {wanted}")
+    return data["runs"], wanted
+
+
+def _kept_runs(lab_id: str, partial: Path, kind: dict, runs: int | None,
+               resume: bool) -> tuple[list[dict], int]:
+    """The runs a calibration starts from (those of ``partial`` with ``--resume``, else none)
+    and the number of runs it makes in all; says which.
+
+    Raises:
+        BadInput: as :func:`_resumed`.
+    """
+    if resume:
+        kept, wanted = _resumed(partial, kind, runs)
+        click.echo(f"calibrate {lab_id}: {len(kept)} of {wanted} runs kept from {partial}; "
+                   f"running {wanted - len(kept)}")
+        return kept, wanted
+    if partial.is_file():
+        click.echo(f"calibrate {lab_id}: {partial} holds runs of a calibration that stopped "
+                   "(--resume would keep them); this one replaces them after its first run")
+    return [], 3 if runs is None else runs
+
+
 @main.command("calibrate")
 @click.argument("lab_id")
 @click.option("--profile", "profile_name", default=None,
@@ -170,9 +281,12 @@ def _flags_json(text: str, option: str) -> dict:
 @click.option("--flags", "flags_json", default=None,
               help="The answer's SERVER_FLAGS as JSON (default: the solution in "
                    "labs/source/LAB/LAB.ipynb).")
-@click.option("--runs", type=click.IntRange(min=3), default=3, show_default=True,
+@click.option("--runs", type=click.IntRange(min=3), default=None,
               help="Runs of the lab's run cell, at least 3 (each measures the baseline, then "
-                   "the answer).")
+                   "the answer); default 3, or with --resume the stopped calibration's.")
+@click.option("--resume", is_flag=True,
+              help="Keep the runs a stopped calibration with the same options saved in "
+                   "LAB.partial.json beside --out, and run only the rest.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where the JSON goes (default: the course home's "
                    "calibration/PROFILE/LAB.json, where grading on this machine reads it).")
@@ -193,8 +307,9 @@ def _flags_json(text: str, option: str) -> dict:
 @click.option("--baseline-flags", "baseline_json", default=None,
               help="The starting configuration's flags as JSON, instead of the profile's "
                    "(a lab that runs one beside the answer: lab02 on).")
-def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None, runs: int,
-                  out: Path | None, rate: float | None, vs_start: float | None,
+def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
+                  runs: int | None, resume: bool, out: Path | None, rate: float | None,
+                  vs_start: float | None,
                   slo_ttft_ms: float | None, slo_tpot_ms: float | None,
                   num_requests: int | None, baseline_json: str | None) -> None:
     """Measure LAB_ID's targets on this machine: its run cell --runs times with the answer.
@@ -202,6 +317,9 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
     Each target's proposal is the worst run moved by 3 standard deviations towards leniency; the
     lab is valid here if the baseline misses at least one target by more than that margin.
     Prints both and the targets grading here would use, and writes every run's numbers as JSON.
+    Each finished run is saved at once in LAB.partial.json beside that file: if the calibration
+    stops (Ctrl-C, a failed server, the end of a device call), the same command with --resume
+    runs only the rest.
     On a profile the lab brings no measured targets for (an estimate, the generic gpu profile),
     that file in its default place sets the targets grading on this machine uses: the lab's own
     or the calibrated ones, whichever is more lenient (labs/README.md). Exit status 1 if the lab
@@ -212,9 +330,10 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
     import json
     import os
 
+    from vllm_course import env
     from vllm_course.cli.base import INPUT_CAUSES, writable
     from vllm_course.grading.calibrate import calibrate, report
-    from vllm_course.grading.spec import SCENARIOS, ProfileJob
+    from vllm_course.grading.spec import SCENARIOS
     from vllm_course.grading.targets import calibration_path
     from vllm_course.server import ServerError
 
@@ -224,28 +343,52 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
         raise BadInput(f"unknown lab {lab_id!r}; the labs are {', '.join(SCENARIOS)}")
     flags = _solution_flags(lab_id) if flags_json is None else _flags_json(flags_json, "--flags")
     load = _calibration_load(lab_id, rate, vs_start, slo_ttft_ms, slo_tpot_ms)
-    job = None
-    if num_requests is not None or baseline_json is not None:
-        if baseline_json is not None and SCENARIOS[lab_id].baseline_args is None:
-            raise BadInput(f"{lab_id} runs no starting configuration beside the answer: "
-                           "--baseline-flags applies to a lab that does (lab02 on)")
-        job = ProfileJob(num_requests=num_requests,
-                         baseline_args=None if baseline_json is None
-                         else _flags_json(baseline_json, "--baseline-flags"),
-                         how="vllm-course calibrate --requests/--baseline-flags")
+    job = _job_option(lab_id, num_requests, baseline_json)
     if out is not None:
         writable(str(out.parent), "--out")        # now, not after the runs
+    profile = env.current_profile().name
+    path = out or calibration_path(lab_id, profile)
+    partial = _partial_path(path)
+    kind = _calibration_job(lab_id, profile, flags, load, job)
+    kept, runs = _kept_runs(lab_id, partial, kind, runs, resume)
+    saved = False
+
+    def save(records: list[dict]) -> None:
+        nonlocal saved
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        tmp = partial.with_name(partial.name + ".tmp")
+        tmp.write_text(json.dumps({**kind, "runs_wanted": runs, "runs": records}, indent=1)
+                       + "\n")
+        os.replace(tmp, partial)              # whole or not at all, even if stopped mid-write
+        saved = True
+
     try:
         result = asyncio.run(calibrate(lab_id, flags, runs=runs, echo=click.echo, load=load,
-                                       job=job))
-    except ServerError as exc:            # a flag vLLM rejects, found before anything started
-        if exc.cause in INPUT_CAUSES:
-            raise BadInput(str(exc)) from None
+                                       job=job, resume=kept, on_run=save))
+    except BaseException as exc:
+        _say_what_was_kept(partial, runs, saved or bool(kept))
+        if isinstance(exc, ServerError) and exc.cause in INPUT_CAUSES:
+            raise BadInput(str(exc)) from None    # a flag vLLM rejects, before anything started
         raise
-    path = out or calibration_path(lab_id, result["profile"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")
+    partial.unlink(missing_ok=True)
     click.echo(report(result))
     click.echo(f"wrote {path}")
     if not result["valid"] or not (result["applies"] or result["current_ok"]):
         raise SystemExit(1)
+
+
+def _say_what_was_kept(partial: Path, runs: int, ours: bool) -> None:
+    """After a calibration stopped early: where its finished runs are and how to go on, when
+    this invocation saved or resumed them (an older file it did not touch is not news)."""
+    import json
+
+    if not ours or not partial.is_file():
+        return
+    try:
+        n = len(json.loads(partial.read_text())["runs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    click.echo(f"calibrate: stopped; {n} of {runs} runs are kept in {partial}: the same "
+               "command with --resume runs the rest", err=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -37,9 +37,25 @@ def _baseline_value(data: dict, metric: str) -> float | None:
     return measured_value(data.get("baseline") or {}, metric)
 
 
+def _run_record(data: dict) -> dict:
+    """One run of the lab's run cell (its results file's dict) as a calibration keeps it."""
+    return {"metrics": data["metrics"], "baseline": (data.get("baseline") or {}).get("metrics"),
+            "load": data.get("load"), "hardware": data.get("hardware"),
+            "vllm_version": data.get("vllm_version"), "created_at": data.get("created_at")}
+
+
+def _from_record(record: dict) -> dict:
+    """A kept run (:func:`_run_record`) back in a results file's shape, as the judging reads."""
+    return {"metrics": record["metrics"], "load": record.get("load"),
+            "baseline": None if record.get("baseline") is None
+            else {"metrics": record["baseline"]}}
+
+
 async def calibrate(lab: str, flags: Mapping[str, Any], runs: int = 3,
                     echo: Callable[[str], None] = print,
-                    load: ProfileLoad | None = None, job: ProfileJob | None = None) -> dict:
+                    load: ProfileLoad | None = None, job: ProfileJob | None = None,
+                    resume: Sequence[dict] = (),
+                    on_run: Callable[[list[dict]], None] | None = None) -> dict:
     """Run ``lab``'s run cell ``runs`` times with ``flags`` on this machine's profile and judge
     each target against the lab's own (never against an earlier calibration file).
 
@@ -49,6 +65,11 @@ async def calibrate(lab: str, flags: Mapping[str, Any], runs: int = 3,
             ``--slo-tpot-ms``).
         job: the number of requests and the starting configuration to run with instead of
             the profile's (``--requests``, ``--baseline-flags``): to size a job for a machine.
+        resume: runs kept from a calibration with the same lab, profile, flags, load and job
+            that stopped early (the ``runs`` of its partial file); they count towards ``runs``
+            and only the rest are run.
+        on_run: called after each finished run with every run so far (``resume``'s first), as
+            the result's ``runs`` holds them: to save them before the calibration ends.
 
     Returns:
         ``{"lab", "profile", "flags", "load" (the rate and SLO run at, for a lab graded at a
@@ -63,7 +84,10 @@ async def calibrate(lab: str, flags: Mapping[str, Any], runs: int = 3,
             a lab that sends at no per-profile rate, or a ``job`` with a starting configuration
             for a lab that runs none.
         ServerError: a server failed (its log tail included).
+        ValueError: ``resume`` holds more runs than ``runs``.
     """
+    if len(resume) > runs:
+        raise ValueError(f"{len(resume)} runs are kept, more than the {runs} asked for")
     if load is not None and lab in SCENARIOS and not SCENARIOS[lab].per_profile:
         raise LabError(f"{lab} sends its requests at no per-profile rate: --rate and --slo-* "
                        "apply only to a lab graded at a Poisson rate (lab04)")
@@ -71,19 +95,22 @@ async def calibrate(lab: str, flags: Mapping[str, Any], runs: int = 3,
             and SCENARIOS[lab].baseline_args is None:
         raise LabError(f"{lab} runs no starting configuration beside the answer: "
                        "--baseline-flags applies to a lab that does (lab02 on)")
-    measured: list[dict] = []
+    records = [dict(r) for r in resume]
     with calibrating(lab, load, job), \
             tempfile.TemporaryDirectory(prefix=f"calibrate-{lab}-") as tmp:
         pin = setup(lab)
         sc = scenario(lab, pin.profile)
         if not sc.targets:
             raise LabError(f"{lab} has no performance targets to calibrate")
-        for i in range(runs):
+        for i in range(len(records), runs):
             data = await run(lab, flags, results_dir=Path(tmp))
-            measured.append(data)
+            records.append(_run_record(data))
+            if on_run is not None:
+                on_run(list(records))
             values = ", ".join(f"{t.metric} {_fmt(data['metrics'].get(t.metric))}"
                                for t in sc.targets)
             echo(f"calibrate {lab}: run {i + 1}/{runs}: {values}")
+    measured = [_from_record(r) for r in records]
     judged = [judge(t, [v for d in measured if (v := measured_value(d, t.metric)) is not None],
                     [v for d in measured if (v := _baseline_value(d, t.metric)) is not None])
               for t in sc.targets]
@@ -93,10 +120,7 @@ async def calibrate(lab: str, flags: Mapping[str, Any], runs: int = 3,
                   "vs_start": sc.per_profile[pin.profile].vs_start}
                  if sc.per_profile and sc.slo is not None else None),
         "job": None if job is None else job.model_dump(),
-        "runs": [{"metrics": d["metrics"], "baseline": (d.get("baseline") or {}).get("metrics"),
-                  "load": d.get("load"),
-                  "hardware": d.get("hardware"), "vllm_version": d.get("vllm_version"),
-                  "created_at": d.get("created_at")} for d in measured],
+        "runs": records,
         "targets": [asdict(j) for j in judged],
         "valid": any(j.baseline_misses for j in judged),
         "current_ok": all(j.current_ok for j in judged),

@@ -103,7 +103,7 @@ def test_the_command_reads_the_solution_writes_the_runs_and_fails_an_invalid_lab
 
     seen = {}
 
-    async def fake(lab, flags, runs=3, echo=print, load=None, job=None):
+    async def fake(lab, flags, runs=3, echo=print, load=None, job=None, **_):
         seen.update(lab=lab, flags=flags, runs=runs, load=load)
         judged = vars(judge(UP, [4.66, 4.28, 4.74], [1.0, 1.0, 1.0]))
         return {"lab": lab, "profile": "cpu-tiny", "flags": flags, "runs": [{}] * runs,

@@ -110,7 +110,7 @@ def test_the_command_takes_a_job_and_refuses_a_start_for_a_lab_without_one(monke
 
     seen = {}
 
-    async def fake(lab, flags, runs=3, echo=print, load=None, job=None):
+    async def fake(lab, flags, runs=3, echo=print, load=None, job=None, **_):
         seen.update(lab=lab, job=job)
         return {"lab": lab, "profile": "cpu-tiny", "flags": flags, "load": None,
                 "job": None if job is None else job.model_dump(), "runs": [{}] * runs,

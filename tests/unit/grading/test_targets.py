@@ -152,7 +152,7 @@ def test_the_command_takes_a_rate_only_for_a_lab_at_a_poisson_rate(monkeypatch, 
 
     seen = {}
 
-    async def fake(lab, flags, runs=3, echo=print, load=None, job=None):
+    async def fake(lab, flags, runs=3, echo=print, load=None, job=None, **_):
         seen.update(lab=lab, load=load)
         return {"lab": lab, "profile": "cpu-tiny", "flags": flags, "load": None,
                 "runs": [{}] * runs, "targets": [], "valid": True, "current_ok": True,
@@ -195,7 +195,7 @@ def test_a_flag_vllm_rejects_is_one_line_from_calibrate(monkeypatch, tmp_path):
     from vllm_course.grading import calibrate as module
     from vllm_course.server.failures import UnknownFlagError
 
-    async def fake(lab, flags, runs=3, echo=print, load=None, job=None):
+    async def fake(lab, flags, runs=3, echo=print, load=None, job=None, **_):
         raise UnknownFlagError("vLLM 0.32.0 has no flag --max-num-seq; did you mean "
                                "--max-num-seqs? (nothing was launched)", cause="bad_flag")
 
