@@ -77,10 +77,16 @@ def _calibrate(*args: str):
     return CliRunner().invoke(main, ["calibrate", "lab03", *args])
 
 
-def test_a_stopped_calibration_keeps_its_runs_and_resume_runs_the_rest(monkeypatch, tmp_path):
+@pytest.fixture
+def files(monkeypatch, tmp_path) -> tuple[Path, Path]:
+    """(--out, its partial file) in ``tmp_path``, run from the repository's root on cpu-tiny."""
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("PROFILE", "cpu-tiny")
-    out, partial = tmp_path / "lab03.json", tmp_path / "lab03.partial.json"
+    return tmp_path / "lab03.json", tmp_path / "lab03.partial.json"
+
+
+def test_a_stopped_calibration_keeps_its_runs_and_resume_runs_the_rest(monkeypatch, files):
+    out, partial = files
     seen: dict = {}
     monkeypatch.setattr(module, "calibrate", _fake_calibrate(seen, stop_after=2))
     got = _calibrate("--flags", "{}", "--runs", "4", "--out", str(out))
@@ -89,7 +95,7 @@ def test_a_stopped_calibration_keeps_its_runs_and_resume_runs_the_rest(monkeypat
     kept = json.loads(partial.read_text())
     assert kept["runs_wanted"] == 4 and kept["flags"] == {} and kept["profile"] == "cpu-tiny"
     assert [r["metrics"]["output_tok_s_vs_baseline"] for r in kept["runs"]] == [4.0, 5.0]
-    assert not list(tmp_path.glob("*.tmp"))                        # written whole, then renamed
+    assert not list(out.parent.glob("*.tmp"))                        # written whole, then renamed
 
     monkeypatch.setattr(module, "calibrate", _fake_calibrate(seen))
     got = _calibrate("--flags", "{}", "--resume", "--out", str(out))
@@ -101,10 +107,8 @@ def test_a_stopped_calibration_keeps_its_runs_and_resume_runs_the_rest(monkeypat
     assert not partial.exists()                                    # done: nothing to resume
 
 
-def test_resume_refuses_runs_of_another_kind_before_anything_runs(monkeypatch, tmp_path):
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("PROFILE", "cpu-tiny")
-    out, partial = tmp_path / "lab03.json", tmp_path / "lab03.partial.json"
+def test_resume_refuses_runs_of_another_kind_before_anything_runs(monkeypatch, files):
+    out, partial = files
     seen: dict = {}
     monkeypatch.setattr(module, "calibrate", _fake_calibrate(seen, stop_after=1))
     _calibrate("--flags", "{}", "--out", str(out))
@@ -123,10 +127,8 @@ def test_resume_refuses_runs_of_another_kind_before_anything_runs(monkeypatch, t
     assert same.exit_code == 0 and len(seen["resume"]) == 1 and seen["runs"] == 3
 
 
-def test_a_damaged_or_missing_partial_file_is_one_line(monkeypatch, tmp_path):
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("PROFILE", "cpu-tiny")
-    out, partial = tmp_path / "lab03.json", tmp_path / "lab03.partial.json"
+def test_a_damaged_or_missing_partial_file_is_one_line(monkeypatch, files):
+    out, partial = files
     seen: dict = {}
     monkeypatch.setattr(module, "calibrate", _fake_calibrate(seen))
     none = _calibrate("--flags", "{}", "--resume", "--out", str(out))
@@ -139,10 +141,8 @@ def test_a_damaged_or_missing_partial_file_is_one_line(monkeypatch, tmp_path):
         assert not seen
 
 
-def test_more_kept_runs_than_asked_for_is_refused(monkeypatch, tmp_path):
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("PROFILE", "cpu-tiny")
-    out = tmp_path / "lab03.json"
+def test_more_kept_runs_than_asked_for_is_refused(monkeypatch, files):
+    out, _ = files
     seen: dict = {}
     monkeypatch.setattr(module, "calibrate", _fake_calibrate(seen, stop_after=4))
     _calibrate("--flags", "{}", "--runs", "5", "--out", str(out))
@@ -151,10 +151,8 @@ def test_more_kept_runs_than_asked_for_is_refused(monkeypatch, tmp_path):
     assert got.exit_code == 2 and "keeps 4 runs, more than --runs 3" in got.output and not seen
 
 
-def test_without_resume_an_old_partial_file_is_named_then_replaced(monkeypatch, tmp_path):
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("PROFILE", "cpu-tiny")
-    out, partial = tmp_path / "lab03.json", tmp_path / "lab03.partial.json"
+def test_without_resume_an_old_partial_file_is_named_then_replaced(monkeypatch, files):
+    out, partial = files
     seen: dict = {}
     monkeypatch.setattr(module, "calibrate", _fake_calibrate(seen, stop_after=2))
     _calibrate("--flags", "{}", "--out", str(out))
