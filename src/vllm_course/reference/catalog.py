@@ -34,6 +34,11 @@ PARTS_VAR = "COURSE_PARTS"
 #: (``nb.part(...)`` in the notebook) each of which fits one: ``ch15.fp8`` runs part "fp8".
 CHAPTER_PARTS = {"ch15": ("fp8", "int4"), "ch18": ("replicas", "layouts-a", "layouts-b")}
 DEFAULT_S = {"chapter": 300, "lab": 450, "bench": 420, "demo": 240}
+#: A lab item's calibration file in its folder, and the finished runs a calibration stopped at
+#: a call's end keeps beside it (``vllm-course calibrate`` names it after the file), which the
+#: item's next run resumes from.
+CALIBRATION = "calibration.json"
+KEPT_RUNS = "calibration.partial.json"
 
 #: The harness comparisons: the two acceptance workloads of benchmarks/README.md, a Poisson
 #: load below saturation and a burst (compare_vllm_bench.py's flags). The
@@ -81,7 +86,7 @@ class Item:
             if self.source.endswith(".ipynb"):    # executed in a kernel, as a chapter is
                 return []
             return [*py, "-m", "vllm_course", "calibrate", self.id, "--profile", profile,
-                    "--out", str(out / "calibration.json")]
+                    "--out", str(out / CALIBRATION)]
         if self.kind == "bench":
             return [*py, str(REPO_ROOT / self.source), "--model", model,
                     *BENCH_ARGS[self.id], "--out", str(out)]
@@ -97,9 +102,27 @@ def _last_run(folder: Path) -> dict:
         return {}
 
 
-def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str = "") -> Item:
-    last = _last_run(REFERENCE_ROOT / profile / dest)
-    if isinstance(last.get("wall_s"), int | float):
+def _kept_runs(folder: Path) -> tuple[int, int] | None:
+    """(runs kept, runs wanted) of the calibration a call stopped in ``folder``, if any."""
+    try:
+        kept = json.loads((folder / KEPT_RUNS).read_text())
+        return len(kept["runs"]), int(kept["runs_wanted"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str = "",
+          root: Path = REFERENCE_ROOT) -> Item:
+    last = _last_run(root / profile / dest)
+    kept = _kept_runs(root / profile / dest) if kind == "lab" else None
+    if isinstance(last.get("wall_s"), int | float) and kept and 0 < kept[0] < kept[1]:
+        # its last run was stopped after kept[0] runs: the rest, at the time those took
+        # (an overestimate: that time also holds the run it was stopped in)
+        per_run = last["wall_s"] / kept[0]
+        how = (f"resumes {kept[0]} of {kept[1]} runs kept by its last run on "
+               f"{last.get('measured', '?')}, ~{per_run:.0f} s a run")
+        estimate = int(round(per_run * (kept[1] - kept[0])))
+    elif isinstance(last.get("wall_s"), int | float):
         how = f"its last run: {last['wall_s']:.0f} s on {last.get('measured', '?')}"
         estimate = int(round(last["wall_s"]))
     else:

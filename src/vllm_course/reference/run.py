@@ -27,7 +27,7 @@ from pathlib import Path
 
 from vllm_course import env
 from vllm_course.env import doctor, machine
-from vllm_course.reference.catalog import PARTS_VAR, REFERENCE_ROOT, REPO_ROOT, Item
+from vllm_course.reference.catalog import KEPT_RUNS, PARTS_VAR, REFERENCE_ROOT, REPO_ROOT, Item
 from vllm_course.reference.plan import Call
 from vllm_course.server import ServerPool, registry
 from vllm_course.server.broker import ENV_VAR, PoolBroker
@@ -181,14 +181,27 @@ def run_chapter(item: Item, dest: Path, broker_url: str, deadline: float) -> dic
             "exit": exit_code, "failed": failed, "checks": checks, "left_out": left_out}
 
 
-def run_command(item: Item, dest: Path, model: str, profile: str, deadline: float) -> dict:
+def run_command(item: Item, dest: Path, model: str, profile: str, deadline: float,
+                root: Path = REFERENCE_ROOT) -> dict:
     """Run a lab calibration, comparison or the demo as a command writing into a scratch folder
     beside ``dest``, then copy the files worth packing into ``dest``; its console output goes to
-    ``dest/log.txt``. Stopped (process group and all) at ``deadline``."""
+    ``dest/log.txt``. Stopped (process group and all) at ``deadline``.
+
+    A lab whose folder under ``root/<profile>/`` holds the runs an earlier call's calibration
+    kept when it was stopped (:data:`KEPT_RUNS`, unpacked there) resumes from them
+    (``vllm-course calibrate --resume``): a calibration longer than one call ends in the next.
+    """
     work = dest.with_name(dest.name + ".work")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     argv = item.argv(model, profile, work)
+    kept = root / profile / item.dest / KEPT_RUNS
+    resumed = None
+    if item.kind == "lab" and argv and kept.is_file():
+        shutil.copy2(kept, work / KEPT_RUNS)
+        argv.append("--resume")
+        resumed = kept.relative_to(root.parent).as_posix() if root.parent in kept.parents \
+            else str(kept)
     with (dest / "log.txt").open("w") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
                                 start_new_session=True)
@@ -204,7 +217,10 @@ def run_command(item: Item, dest: Path, model: str, profile: str, deadline: floa
     left_out = copy_small_files(work, dest, since=0)
     shutil.rmtree(work, ignore_errors=True)
     shown = [Path(argv[0]).name, *(a.replace(str(work), "OUT") for a in argv[1:])]
-    return {"how": " ".join(shown), "exit": exit_code, "failed": failed, "left_out": left_out}
+    fields = {"how": " ".join(shown), "exit": exit_code, "failed": failed, "left_out": left_out}
+    if resumed:
+        fields["resumed_from"] = resumed
+    return fields
 
 
 def stop_servers_of(owner_pid: int) -> None:

@@ -19,6 +19,7 @@ import pytest
 from vllm_course.reference import catalog, plan, select
 from vllm_course.reference import run as runmod
 from vllm_course.reference.catalog import CHAPTER_PARTS, DEFAULT_S, REPO_ROOT, UNMEASURED_LABS, Item
+from vllm_course.reference.catalog import _item as catalog_item
 from vllm_course.reference.plan import Call, describe, grouped
 from vllm_course.server import registry
 
@@ -182,6 +183,56 @@ def test_a_command_past_the_calls_end_is_stopped_with_its_output_kept(tmp_path, 
     assert (dest / "calibration.json").read_text() == "{}"
     assert (dest / "log.txt").read_text() == "started\n"
     assert not dest.with_name("lab02.work").exists()
+
+
+def test_a_lab_stopped_in_an_earlier_call_resumes_from_the_runs_it_kept(tmp_path, monkeypatch):
+    # call 1 stops lab02's calibration after 2 runs: its kept runs come back in the item's
+    # folder and are unpacked under reference/<profile>/; the next call's run resumes them
+    code = ("import pathlib, sys; out = pathlib.Path(sys.argv[1])\n"
+            "kept = out / 'calibration.partial.json'\n"
+            "print(sys.argv[2:], kept.read_text() if kept.exists() else None)\n"
+            "kept.unlink(missing_ok=True); (out / 'calibration.json').write_text('{}')")
+    monkeypatch.setattr(Item, "argv", lambda self, model, profile, out:
+                        [sys.executable, "-c", code, str(out)])
+    root = tmp_path / "reference"
+    item = _item("lab02", 1, kind="lab")
+    fresh = tmp_path / "call1" / item.dest
+    fresh.mkdir(parents=True)
+    got = runmod.run_command(item, fresh, "m", "p", time.monotonic() + 30, root=root)
+    assert (fresh / "log.txt").read_text() == "[] None\n" and "resumed_from" not in got
+    (root / "p" / item.dest).mkdir(parents=True)
+    (root / "p" / item.dest / "calibration.partial.json").write_text('{"runs": [1, 2]}')
+    dest = tmp_path / "call2" / item.dest
+    dest.mkdir(parents=True)
+    got = runmod.run_command(item, dest, "m", "p", time.monotonic() + 30, root=root)
+    assert got["exit"] == 0, (dest / "log.txt").read_text()
+    assert (dest / "log.txt").read_text() == "['--resume'] {\"runs\": [1, 2]}\n"
+    assert got["resumed_from"] == "reference/p/chapters/lab02/calibration.partial.json"
+    assert got["how"].endswith("--resume")
+    assert sorted(p.name for p in dest.iterdir()) == ["calibration.json", "log.txt"]
+    bench = _item("bench-x", 1, kind="bench")                  # only a lab calibration resumes
+    (root / "p" / bench.dest).mkdir(parents=True)
+    (root / "p" / bench.dest / "calibration.partial.json").write_text("{}")
+    other = tmp_path / "call2" / bench.dest
+    other.mkdir(parents=True)
+    assert "resumed_from" not in runmod.run_command(bench, other, "m", "p",
+                                                    time.monotonic() + 30, root=root)
+
+
+def test_the_plan_estimates_a_resumed_lab_by_the_runs_left(tmp_path):
+    folder = tmp_path / "h200" / "labs" / "lab04"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"wall_s": 500, "measured": "2026-12-05"}))
+    assert catalog_item("lab04", "lab", "lab04", "labs/lab04", "h200",
+                         root=tmp_path).estimate_s == 500
+    (folder / "calibration.partial.json").write_text(json.dumps({"runs": [{}, {}],
+                                                                 "runs_wanted": 3}))
+    item = catalog_item("lab04", "lab", "lab04", "labs/lab04", "h200", root=tmp_path)
+    assert item.estimate_s == 250                           # 1 run left at 250 s a run
+    assert item.estimate_from.startswith("resumes 2 of 3 runs kept by its last run")
+    (folder / "calibration.partial.json").write_text("{damaged")
+    assert catalog_item("lab04", "lab", "lab04", "labs/lab04", "h200",
+                         root=tmp_path).estimate_s == 500
 
 
 def test_a_killed_command_leaves_no_server_behind(tmp_path, monkeypatch):
