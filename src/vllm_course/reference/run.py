@@ -200,8 +200,7 @@ def run_command(item: Item, dest: Path, model: str, profile: str, deadline: floa
     if item.kind == "lab" and argv and kept.is_file():
         shutil.copy2(kept, work / KEPT_RUNS)
         argv.append("--resume")
-        resumed = kept.relative_to(root.parent).as_posix() if root.parent in kept.parents \
-            else str(kept)
+        resumed = kept.relative_to(root.parent).as_posix()     # reference/<profile>/...
     with (dest / "log.txt").open("w") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
                                 start_new_session=True)
