@@ -190,16 +190,30 @@ def _partial_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}.partial.json")
 
 
-def _calibration_job(lab_id: str, profile: str, flags: dict, load: ProfileLoad | None,
+def _calibration_job(lab_id: str, flags: dict, load: ProfileLoad | None,
                      job: ProfileJob | None) -> dict:
     """What decides a calibration's runs, as its partial file records it (JSON values), so
-    that a resumed calibration only adds runs of the same kind."""
+    that a resumed calibration only adds runs of the same kind: the lab, this machine's profile
+    and the model it serves (the generic ``gpu`` profile picks it by GPU memory), the vLLM
+    version, the answer, the load and the job."""
     import json
 
+    from vllm_course import env
+
+    profile = env.current_profile()
     return json.loads(json.dumps({
-        "lab": lab_id, "profile": profile, "flags": flags,
+        "lab": lab_id, "profile": profile.name, "model": profile.model,
+        "vllm_version": env.vllm_version(), "flags": flags,
         "load": None if load is None else load.model_dump(mode="json"),
         "job": None if job is None else job.model_dump(mode="json")}))
+
+
+def _same(a: object, b: object) -> bool:
+    """``a`` and ``b`` are the same JSON (``true`` is not ``1``, nor ``8`` ``8.0``: a server
+    gets them as different flags), whatever the keys' order."""
+    import json
+
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 def _partial_calibration(partial: Path) -> dict:
@@ -214,8 +228,8 @@ def _partial_calibration(partial: Path) -> dict:
         data = json.loads(partial.read_text())
         ok = (isinstance(data, dict) and isinstance(data.get("runs"), list)
               and all(isinstance(r, dict) and isinstance(r.get("metrics"), dict)
-                      for r in data["runs"])
-              and isinstance(data.get("runs_wanted"), int)
+                      and isinstance(r.get("baseline"), dict | None) for r in data["runs"])
+              and type(data.get("runs_wanted")) is int and data["runs_wanted"] >= 3
               and {"lab", "profile", "flags", "load", "job"} <= data.keys())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         ok = False
@@ -243,14 +257,15 @@ def _resumed(partial: Path, kind: dict, runs: int | None) -> tuple[list[dict], i
                        "without --resume)")
     data = _partial_calibration(partial)
     for key, now in kind.items():
-        if data[key] != now:
-            raise BadInput(f"--resume: {partial} was run with {key}={json.dumps(data[key])}; "
-                           f"this one with {key}={json.dumps(now)}: give the same options, or "
-                           "run without --resume")
+        if not _same(data.get(key), now):
+            raise BadInput(f"--resume: {partial} was run with {key}="
+                           f"{json.dumps(data.get(key))}; this one with {key}={json.dumps(now)}: "
+                           "give the same options, or run without --resume")
     wanted = data["runs_wanted"] if runs is None else runs
     if len(data["runs"]) > wanted:
+        asked = "--runs" if runs is not None else "the runs it was started with,"
         raise BadInput(f"--resume: {partial} keeps {len(data['runs'])} runs, more than "
-                       f"--runs {wanted}")
+                       f"{asked} {wanted}")
     return data["runs"], wanted
 
 
@@ -268,8 +283,13 @@ def _kept_runs(lab_id: str, partial: Path, kind: dict, runs: int | None,
                    f"running {wanted - len(kept)}")
         return kept, wanted
     if partial.is_file():
-        click.echo(f"calibrate {lab_id}: {partial} holds runs of a calibration that stopped "
-                   "(--resume would keep them); this one replaces them after its first run")
+        try:
+            _partial_calibration(partial)
+            what = "holds runs of a calibration that stopped (--resume would keep them)"
+        except BadInput:
+            what = "is not a partial calibration"
+        click.echo(f"calibrate {lab_id}: {partial} {what}; this one replaces it after its "
+                   "first run")
     return [], 3 if runs is None else runs
 
 
@@ -285,8 +305,9 @@ def _kept_runs(lab_id: str, partial: Path, kind: dict, runs: int | None,
               help="Runs of the lab's run cell, at least 3 (each measures the baseline, then "
                    "the answer); default 3, or with --resume the stopped calibration's.")
 @click.option("--resume", is_flag=True,
-              help="Keep the runs a stopped calibration with the same options saved in "
-                   "LAB.partial.json beside --out, and run only the rest.")
+              help="Keep the runs a stopped calibration with the same options saved beside "
+                   "--out (NAME.partial.json for --out NAME.json; LAB.partial.json by "
+                   "default), and run only the rest.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where the JSON goes (default: the course home's "
                    "calibration/PROFILE/LAB.json, where grading on this machine reads it).")
@@ -317,7 +338,7 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
     Each target's proposal is the worst run moved by 3 standard deviations towards leniency; the
     lab is valid here if the baseline misses at least one target by more than that margin.
     Prints both and the targets grading here would use, and writes every run's numbers as JSON.
-    Each finished run is saved at once in LAB.partial.json beside that file: if the calibration
+    Each finished run is saved at once beside that file (LAB.partial.json): if the calibration
     stops (Ctrl-C, a failed server, the end of a device call), the same command with --resume
     runs only the rest.
     On a profile the lab brings no measured targets for (an estimate, the generic gpu profile),
@@ -344,23 +365,29 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
     flags = _solution_flags(lab_id) if flags_json is None else _flags_json(flags_json, "--flags")
     load = _calibration_load(lab_id, rate, vs_start, slo_ttft_ms, slo_tpot_ms)
     job = _job_option(lab_id, num_requests, baseline_json)
-    if out is not None:
-        writable(str(out.parent), "--out")        # now, not after the runs
-    profile = env.current_profile().name
-    path = out or calibration_path(lab_id, profile)
+    path = out or calibration_path(lab_id, env.current_profile().name)
+    writable(str(path.parent), "--out")           # now, not after the runs
     partial = _partial_path(path)
-    kind = _calibration_job(lab_id, profile, flags, load, job)
+    for p in (path, partial):
+        if p.is_dir():
+            raise BadInput(f"{p} is a folder: give --out a file name, e.g. --out "
+                           f"{p.parent / (lab_id + '.json')}")
+    kind = _calibration_job(lab_id, flags, load, job)
     kept, runs = _kept_runs(lab_id, partial, kind, runs, resume)
     saved = False
 
     def save(records: list[dict]) -> None:
         nonlocal saved
-        partial.parent.mkdir(parents=True, exist_ok=True)
         tmp = partial.with_name(partial.name + ".tmp")
-        tmp.write_text(json.dumps({**kind, "runs_wanted": runs, "runs": records}, indent=1)
-                       + "\n")
-        os.replace(tmp, partial)              # whole or not at all, even if stopped mid-write
-        saved = True
+        try:
+            tmp.write_text(json.dumps({**kind, "runs_wanted": runs, "runs": records},
+                                      indent=1) + "\n")
+            os.replace(tmp, partial)          # whole or not at all, even if stopped mid-write
+            saved = True
+        except OSError as exc:                # the runs go on; only resuming them is lost
+            tmp.unlink(missing_ok=True)
+            click.echo(f"calibrate: cannot save the finished runs in {partial} "
+                       f"({exc.strerror or exc}): a stop now loses them", err=True)
 
     try:
         result = asyncio.run(calibrate(lab_id, flags, runs=runs, echo=click.echo, load=load,
@@ -390,5 +417,9 @@ def _say_what_was_kept(partial: Path, runs: int, ours: bool) -> None:
         n = len(json.loads(partial.read_text())["runs"])
     except (OSError, ValueError, KeyError, TypeError):
         return
-    click.echo(f"calibrate: stopped; {n} of {runs} runs are kept in {partial}: the same "
-               "command with --resume runs the rest", err=True)
+    if n < runs:
+        click.echo(f"calibrate: stopped; {n} of {runs} runs are kept in {partial}: the same "
+                   "command with --resume runs the rest", err=True)
+    else:
+        click.echo(f"calibrate: all {n} runs are kept in {partial}, but judging them failed: "
+                   f"the same command with --resume --runs {n + 1} adds a run", err=True)

@@ -114,14 +114,21 @@ def _kept_runs(folder: Path) -> tuple[int, int] | None:
 def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str = "",
           root: Path = REFERENCE_ROOT) -> Item:
     last = _last_run(root / profile / dest)
-    kept = _kept_runs(root / profile / dest) if kind == "lab" else None
-    if isinstance(last.get("wall_s"), int | float) and kept and 0 < kept[0] < kept[1]:
-        # its last run was stopped after kept[0] runs: the rest, at the time those took
-        # (an overestimate: that time also holds the run it was stopped in)
-        per_run = last["wall_s"] / kept[0]
-        how = (f"resumes {kept[0]} of {kept[1]} runs kept by its last run on "
-               f"{last.get('measured', '?')}, ~{per_run:.0f} s a run")
+    # a lab calibration an earlier call stopped, resumed by the next (not the lab01 notebook)
+    kept = (_kept_runs(root / profile / dest)
+            if kind == "lab" and not source.endswith(".ipynb") else None)
+    made = last.get("runs_made", kept[0] if kept else None)
+    if kept and kept[0] < kept[1] and isinstance(last.get("wall_s"), int | float) \
+            and isinstance(made, int) and made > 0:
+        # the rest, at the time its last call's runs took (an overestimate: that time also
+        # holds the run it was stopped in)
+        per_run = last["wall_s"] / made
+        how = (f"resumes {kept[0]} of {kept[1]} runs kept, ~{per_run:.0f} s a run in its "
+               f"last call on {last.get('measured', '?')}")
         estimate = int(round(per_run * (kept[1] - kept[0])))
+    elif kept and kept[0] < kept[1]:
+        how, estimate = (f"resumes {kept[0]} of {kept[1]} runs kept; no run of its last call "
+                         f"was timed: the default for a {kind}"), DEFAULT_S[kind]
     elif isinstance(last.get("wall_s"), int | float):
         how = f"its last run: {last['wall_s']:.0f} s on {last.get('measured', '?')}"
         estimate = int(round(last["wall_s"]))

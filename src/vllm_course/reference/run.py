@@ -27,7 +27,14 @@ from pathlib import Path
 
 from vllm_course import env
 from vllm_course.env import doctor, machine
-from vllm_course.reference.catalog import KEPT_RUNS, PARTS_VAR, REFERENCE_ROOT, REPO_ROOT, Item
+from vllm_course.reference.catalog import (
+    CALIBRATION,
+    KEPT_RUNS,
+    PARTS_VAR,
+    REFERENCE_ROOT,
+    REPO_ROOT,
+    Item,
+)
 from vllm_course.reference.plan import Call
 from vllm_course.server import ServerPool, registry
 from vllm_course.server.broker import ENV_VAR, PoolBroker
@@ -196,11 +203,12 @@ def run_command(item: Item, dest: Path, model: str, profile: str, deadline: floa
     work.mkdir(parents=True)
     argv = item.argv(model, profile, work)
     kept = root / profile / item.dest / KEPT_RUNS
-    resumed = None
+    resumed, before = None, 0
     if item.kind == "lab" and argv and kept.is_file():
         shutil.copy2(kept, work / KEPT_RUNS)
         argv.append("--resume")
         resumed = kept.relative_to(root.parent).as_posix()     # reference/<profile>/...
+        before = calibration_runs(work) or 0
     with (dest / "log.txt").open("w") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
                                 start_new_session=True)
@@ -213,13 +221,42 @@ def run_command(item: Item, dest: Path, model: str, profile: str, deadline: floa
             if proc.poll() is None:
                 stop_group(proc.pid, leader=proc)
             stop_servers_of(proc.pid)
+    fields: dict = {}
+    if resumed and exit_code == 2:
+        # --resume refused the kept runs (another answer, model or vLLM; a damaged file): they
+        # do not go back, so that the item's next run starts afresh instead of failing again
+        (work / KEPT_RUNS).unlink(missing_ok=True)
+        fields["resume_refused"] = resumed
+    elif resumed:
+        fields["resumed_from"] = resumed
+    if item.kind == "lab" and argv:
+        after = calibration_runs(work)
+        fields["runs_made"] = None if after is None else after - before
     left_out = copy_small_files(work, dest, since=0)
     shutil.rmtree(work, ignore_errors=True)
     shown = [Path(argv[0]).name, *(a.replace(str(work), "OUT") for a in argv[1:])]
-    fields = {"how": " ".join(shown), "exit": exit_code, "failed": failed, "left_out": left_out}
-    if resumed:
-        fields["resumed_from"] = resumed
-    return fields
+    return {"how": " ".join(shown), "exit": exit_code, "failed": failed, "left_out": left_out,
+            **fields}
+
+
+def calibration_runs(folder: Path) -> int | None:
+    """The calibration runs a lab item's command has in ``folder``: those its partial file
+    keeps, else those of its finished calibration file; ``None`` if neither holds any."""
+    for name in (KEPT_RUNS, CALIBRATION):
+        try:
+            return len(json.loads((folder / name).read_text())["runs"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def carry_kept_runs(item: Item, dest: Path, profile: str, root: Path = REFERENCE_ROOT) -> None:
+    """Copy the runs an earlier call kept for ``item`` (:data:`KEPT_RUNS` under
+    ``root/<profile>/``) into ``dest``, for an item this call did not start: unpacking its
+    folder replaces the old one, and they would be lost."""
+    kept = root / profile / item.dest / KEPT_RUNS
+    if item.kind == "lab" and kept.is_file():
+        shutil.copy2(kept, dest / KEPT_RUNS)
 
 
 def stop_servers_of(owner_pid: int) -> None:
@@ -258,6 +295,7 @@ def run_call(call: Call, out: Path, *, calls: int = 1,
                 if left < MIN_LEFT_S:
                     fields = {"how": "not started", "exit": None, "checks": [], "left_out": [],
                               "failed": f"not started: {left:.0f} s of the call were left"}
+                    carry_kept_runs(item, dest, profile.name)
                 else:
                     echo(f"[{item.id}] running {item.source} (~{item.estimate_s} s, "
                          f"{left:.0f} s left in the call)")

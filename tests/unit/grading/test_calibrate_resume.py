@@ -162,3 +162,83 @@ def test_without_resume_an_old_partial_file_is_named_then_replaced(monkeypatch, 
     assert seen["resume"] == []                                    # a fresh start
     assert len(json.loads(partial.read_text())["runs"]) == 1       # replaced by this one's
     assert "1 of 3 runs are kept" in got.output
+
+
+def test_resume_compares_as_json_and_checks_the_model_and_vllm(monkeypatch, files):
+    out, partial = files
+    seen: dict = {}
+    monkeypatch.setattr(module, "calibrate", _fake_calibrate(seen, stop_after=1))
+    _calibrate("--flags", '{"enforce-eager": true, "max-num-seqs": 8}', "--out", str(out))
+    monkeypatch.setattr(module, "calibrate", _fake_calibrate(seen))
+    seen.clear()
+    one = _calibrate("--flags", '{"enforce-eager": 1, "max-num-seqs": 8}', "--resume",
+                     "--out", str(out))                    # --enforce-eager 1: another flag
+    assert one.exit_code == 2 and not seen and "this one with flags=" in one.output
+    reordered = _calibrate("--flags", '{"max-num-seqs": 8, "enforce-eager": true}',
+                           "--resume", "--out", str(out))
+    assert reordered.exit_code == 0 and len(seen["resume"]) == 1
+    monkeypatch.setattr(module, "calibrate", _fake_calibrate(seen, stop_after=1))
+    _calibrate("--flags", "{}", "--out", str(out))
+    kept = json.loads(partial.read_text())
+    assert kept["model"] and "vllm_version" in kept
+    for key, other in (("model", "another-model"), ("vllm_version", "0.1.0")):
+        partial.write_text(json.dumps({**kept, key: other}))
+        seen.clear()
+        got = _calibrate("--flags", "{}", "--resume", "--out", str(out))
+        assert got.exit_code == 2 and not seen and f'was run with {key}="{other}"' in got.output
+
+
+def test_a_partial_file_with_bad_run_counts_or_runs_is_refused(monkeypatch, files):
+    out, partial = files
+    seen: dict = {}
+    monkeypatch.setattr(module, "calibrate", _fake_calibrate(seen, stop_after=1))
+    _calibrate("--flags", "{}", "--out", str(out))
+    kept = json.loads(partial.read_text())
+    bad = [{**kept, "runs_wanted": v} for v in (True, 2, -1, "3")]
+    bad.append({**kept, "runs": [{**kept["runs"][0], "baseline": 5}]})
+    for data in bad:
+        partial.write_text(json.dumps(data))
+        seen.clear()
+        got = _calibrate("--flags", "{}", "--resume", "--out", str(out))
+        assert got.exit_code == 2 and "is not a partial calibration" in got.output, data
+        assert not seen
+    plain = _calibrate("--flags", "{}", "--out", str(out))      # without --resume: a notice
+    assert "is not a partial calibration; this one replaces it" in " ".join(plain.output.split())
+
+
+def test_a_run_that_cannot_be_saved_goes_on_and_a_folder_is_refused(monkeypatch, files):
+    out, partial = files
+    seen: dict = {}
+    monkeypatch.setattr(module, "calibrate", _fake_calibrate(seen))
+
+    def no_room(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.replace", no_room)
+    got = _calibrate("--flags", "{}", "--out", str(out))
+    assert got.exit_code == 0 and len(json.loads(out.read_text())["runs"]) == 3
+    assert "cannot save the finished runs" in got.output and "No space left" in got.output
+    assert not partial.exists() and not list(out.parent.glob("*.tmp"))
+    monkeypatch.undo()
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("PROFILE", "cpu-tiny")
+    monkeypatch.setattr(module, "calibrate", _fake_calibrate(seen))
+    partial.mkdir()
+    seen.clear()
+    folder = _calibrate("--flags", "{}", "--out", str(out))
+    assert folder.exit_code == 2 and f"{partial} is a folder" in folder.output and not seen
+
+
+def test_runs_all_kept_but_not_judged_say_so(monkeypatch, files):
+    out, partial = files
+    seen: dict = {}
+    fake = _fake_calibrate(seen)
+
+    async def judged_none(*args, **kwargs):
+        await fake(*args, **kwargs)
+        raise ValueError("throughput: 0 run(s) with a value")
+
+    monkeypatch.setattr(module, "calibrate", judged_none)
+    got = _calibrate("--flags", "{}", "--out", str(out))
+    assert "all 3 runs are kept" in got.output and "--resume --runs 4 adds a run" in got.output
+    assert "3 of 3" not in got.output

@@ -210,6 +210,7 @@ def test_a_lab_stopped_in_an_earlier_call_resumes_from_the_runs_it_kept(tmp_path
     assert got["resumed_from"] == "reference/p/chapters/lab02/calibration.partial.json"
     assert got["how"].endswith("--resume")
     assert sorted(p.name for p in dest.iterdir()) == ["calibration.json", "log.txt"]
+    assert got["runs_made"] is None                     # the stand-in's '{}' holds no runs
     bench = _item("bench-x", 1, kind="bench")                  # only a lab calibration resumes
     (root / "p" / bench.dest).mkdir(parents=True)
     (root / "p" / bench.dest / "calibration.partial.json").write_text("{}")
@@ -217,6 +218,33 @@ def test_a_lab_stopped_in_an_earlier_call_resumes_from_the_runs_it_kept(tmp_path
     other.mkdir(parents=True)
     assert "resumed_from" not in runmod.run_command(bench, other, "m", "p",
                                                     time.monotonic() + 30, root=root)
+
+
+def test_kept_runs_a_resume_refuses_are_dropped_and_a_call_that_skips_them_keeps_them(
+        tmp_path, monkeypatch):
+    # calibrate --resume exits 2 on kept runs of another answer, model or vLLM: packing them
+    # back would make every later call fail the same way
+    code = ("import pathlib, sys; out = pathlib.Path(sys.argv[1])\n"
+            "print('refused', flush=True); raise SystemExit(2)")
+    monkeypatch.setattr(Item, "argv", lambda self, model, profile, out:
+                        [sys.executable, "-c", code, str(out)])
+    root = tmp_path / "reference"
+    item = _item("lab02", 1, kind="lab")
+    (root / "p" / item.dest).mkdir(parents=True)
+    kept = root / "p" / item.dest / "calibration.partial.json"
+    kept.write_text(json.dumps({"runs": [{}, {}], "runs_wanted": 3}))
+    dest = tmp_path / "call" / item.dest
+    dest.mkdir(parents=True)
+    got = runmod.run_command(item, dest, "m", "p", time.monotonic() + 30, root=root)
+    assert got["exit"] == 2 and "resumed_from" not in got
+    assert got["resume_refused"] == "reference/p/chapters/lab02/calibration.partial.json"
+    assert got["runs_made"] is None
+    assert not (dest / "calibration.partial.json").exists()
+    # a call with too little time left does not start the item: its kept runs stay with it
+    skipped = tmp_path / "call2" / item.dest
+    skipped.mkdir(parents=True)
+    runmod.carry_kept_runs(item, skipped, "p", root=root)
+    assert (skipped / "calibration.partial.json").read_text() == kept.read_text()
 
 
 def test_the_plan_estimates_a_resumed_lab_by_the_runs_left(tmp_path):
@@ -229,10 +257,26 @@ def test_the_plan_estimates_a_resumed_lab_by_the_runs_left(tmp_path):
                                                                  "runs_wanted": 3}))
     item = catalog_item("lab04", "lab", "lab04", "labs/lab04", "h200", root=tmp_path)
     assert item.estimate_s == 250                           # 1 run left at 250 s a run
-    assert item.estimate_from.startswith("resumes 2 of 3 runs kept by its last run")
+    assert item.estimate_from.startswith("resumes 2 of 3 runs kept, ~250 s a run")
+    # a second call made 1 run in 600 s and was stopped again at 3 of 5: by its own run
+    (folder / "run.json").write_text(json.dumps({"wall_s": 600, "runs_made": 1}))
+    (folder / "calibration.partial.json").write_text(json.dumps({"runs": [{}] * 3,
+                                                                 "runs_wanted": 5}))
+    assert catalog_item("lab04", "lab", "lab04", "labs/lab04", "h200",
+                        root=tmp_path).estimate_s == 1200
+    (folder / "run.json").write_text(json.dumps({"wall_s": 3, "runs_made": 0}))   # refused
+    assert catalog_item("lab04", "lab", "lab04", "labs/lab04", "h200",
+                        root=tmp_path).estimate_s == DEFAULT_S["lab"]
     (folder / "calibration.partial.json").write_text("{damaged")
     assert catalog_item("lab04", "lab", "lab04", "labs/lab04", "h200",
-                         root=tmp_path).estimate_s == 500
+                        root=tmp_path).estimate_s == 3
+    notebook = tmp_path / "h200" / "labs" / "lab01"                 # never resumed
+    notebook.mkdir(parents=True)
+    (notebook / "run.json").write_text(json.dumps({"wall_s": 400}))
+    (notebook / "calibration.partial.json").write_text(json.dumps({"runs": [{}],
+                                                                   "runs_wanted": 3}))
+    assert catalog_item("lab01", "lab", "labs/source/lab01/lab01.ipynb", "labs/lab01", "h200",
+                        root=tmp_path).estimate_s == 400
 
 
 def test_a_killed_command_leaves_no_server_behind(tmp_path, monkeypatch):
