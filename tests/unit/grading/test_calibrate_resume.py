@@ -242,3 +242,10 @@ def test_runs_all_kept_but_not_judged_say_so(monkeypatch, files):
     got = _calibrate("--flags", "{}", "--out", str(out))
     assert "all 3 runs are kept" in got.output and "--resume --runs 4 adds a run" in got.output
     assert "3 of 3" not in got.output
+
+
+def test_the_reference_runner_looks_for_the_file_calibrate_writes():
+    from vllm_course.cli.labs import _partial_path
+    from vllm_course.reference.catalog import CALIBRATION, KEPT_RUNS
+
+    assert _partial_path(Path("/x") / CALIBRATION) == Path("/x") / KEPT_RUNS
