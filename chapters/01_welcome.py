@@ -155,6 +155,9 @@ merged = [k for k in rec.chunk_tokens if k > 1]
 if merged:
     print(f"{len(merged)} chunk(s) carried more than one token ({sum(merged)} tokens in all): "
           "vLLM's API server fell behind the engine and merged them (see below)")
+if len(set(rec.chunk_s)) < len(rec.chunk_s):
+    print(f"the {len(rec.chunk_s)} chunks came in {len(set(rec.chunk_s))} reads: the client "
+          "read late and found several waiting (see below)")
 
 # %% [markdown]
 # From these timestamps come the per-request latency metrics, with the definitions
@@ -185,13 +188,15 @@ print(f"TTFT + (n-1) x TPOT = {1000 * (ttft + (rec.output_tokens - 1) * tpot):.2
 # takes longest (the prompt is processed first); after that the tokens arrive at a nearly constant
 # rate, one per engine step, and the slope of the line is 1/TPOT.
 #
-# One chunk per engine step is the rule, not a guarantee: when vLLM's API server falls behind its
-# engine (on two shared cores it now and then does), it merges the
-# tokens waiting for a request into one chunk (`RequestOutputCollector` in
-# `vllm/v1/engine/output_processor.py` merges outputs "if the producer gets ahead of the
-# consumer"). Those tokens then share one arrival time: a step in the line below instead of a
-# slope. In the extreme, every token arrives in the first chunk, and TTFT = E2EL with a TPOT of
-# 0. Chapter 04 measures how often this happens under load.
+# One arrival per engine step is the rule, not a guarantee. When vLLM's API server falls behind
+# its engine, it merges the tokens waiting for a request into one chunk
+# (`RequestOutputCollector` in `vllm/v1/engine/output_processor.py` merges outputs "if the
+# producer gets ahead of the consumer"); when the client reads late, it finds several chunks
+# waiting in one read (this course's client stamps them all with that read's time; `vllm bench
+# serve` stamps each as it parses it, microseconds apart). On two cores shared by the engine, the
+# API server and this kernel, both happen now and then. Those tokens share one arrival time: a
+# step in the line below instead of a slope. In the extreme, every token arrives at once, and
+# TTFT = E2EL with a TPOT of 0. Chapter 04 counts merged chunks under load.
 
 # %%
 import matplotlib.pyplot as plt
@@ -300,7 +305,7 @@ print(f"max_num_seqs:\n    {facts['max_num_seqs_source']}"
 # - **TTFT is at most E2EL**, and E2EL = TTFT + (n − 1) × TPOT by definition. On the 2-core
 #   CPU machine a first token usually takes tens of ms and each further token about 5-10 ms;
 #   the 64 tokens take well under a second. TTFT is usually well below E2EL, but not always:
-#   if vLLM merged every token into the first chunk (above), the two are equal and TPOT is 0.
+#   if every token arrived at once (above), the two are equal and TPOT is 0.
 # - **The hand-computed TTFT equals the library's** (same timestamps, same formula).
 # - **The startup facts are consistent**: `max_concurrency` × `max_model_len` = KV cache tokens
 #   (up to the two decimals vLLM prints), and `max_model_len` is the value the profile passed.
@@ -315,7 +320,7 @@ nb.check(rec.success and rec.output_tokens == OUTPUT_LEN == sum(rec.chunk_tokens
 nb.check(0 < ttft <= e2el and abs(ttft + (rec.output_tokens - 1) * tpot - e2el) < 1e-9,
          "TTFT is at most E2EL and E2EL = TTFT + (n-1) x TPOT",
          f"TTFT {1000 * ttft:.1f} ms, TPOT {1000 * tpot:.2f} ms, E2EL {1000 * e2el:.1f} ms, "
-         f"{len(rec.chunk_s)} chunks")
+         f"{len(rec.chunk_s)} chunks in {len(set(rec.chunk_s))} reads")
 nb.check(abs(metrics.ttft_s(rec) - ttft) < 1e-12 and abs(metrics.e2el_s(rec) - e2el) < 1e-12,
          "hand-computed TTFT and E2EL equal the library's")
 kv, conc, mml = facts["kv_cache_tokens"], facts["max_concurrency"], facts["max_model_len"]
