@@ -247,8 +247,9 @@ def _resumed(partial: Path, kind: dict, runs: int | None) -> tuple[list[dict], i
         runs: ``--runs`` if given; else the stopped calibration's.
 
     Raises:
-        BadInput: no such file, a damaged one, one made with another lab, profile, answer, load
-            or job (both values named), or more runs kept than ``--runs``.
+        BadInput: no such file, a damaged one, one made with another lab, profile, model, vLLM
+            version, answer, load or job (both values named), or more runs kept than
+            ``--runs``.
     """
     import json
 
@@ -374,16 +375,16 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
                            f"{p.parent / (lab_id + '.json')}")
     kind = _calibration_job(lab_id, flags, load, job)
     kept, runs = _kept_runs(lab_id, partial, kind, runs, resume)
-    saved = False
+    in_file = len(kept)                       # the runs the partial file holds for this run
 
     def save(records: list[dict]) -> None:
-        nonlocal saved
+        nonlocal in_file
         tmp = partial.with_name(partial.name + ".tmp")
         try:
             tmp.write_text(json.dumps({**kind, "runs_wanted": runs, "runs": records},
                                       indent=1) + "\n")
             os.replace(tmp, partial)          # whole or not at all, even if stopped mid-write
-            saved = True
+            in_file = len(records)
         except OSError as exc:                # the runs go on; only resuming them is lost
             tmp.unlink(missing_ok=True)
             click.echo(f"calibrate: cannot save the finished runs in {partial} "
@@ -393,7 +394,7 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
         result = asyncio.run(calibrate(lab_id, flags, runs=runs, echo=click.echo, load=load,
                                        job=job, resume=kept, on_run=save))
     except BaseException as exc:
-        _say_what_was_kept(partial, runs, saved or bool(kept))
+        _say_what_was_kept(partial, runs, in_file)
         if isinstance(exc, ServerError) and exc.cause in INPUT_CAUSES:
             raise BadInput(str(exc)) from None    # a flag vLLM rejects, before anything started
         raise
@@ -406,16 +407,10 @@ def calibrate_cmd(lab_id: str, profile_name: str | None, flags_json: str | None,
         raise SystemExit(1)
 
 
-def _say_what_was_kept(partial: Path, runs: int, ours: bool) -> None:
-    """After a calibration stopped early: where its finished runs are and how to go on, when
-    this invocation saved or resumed them (an older file it did not touch is not news)."""
-    import json
-
-    if not ours or not partial.is_file():
-        return
-    try:
-        n = len(json.loads(partial.read_text())["runs"])
-    except (OSError, ValueError, KeyError, TypeError):
+def _say_what_was_kept(partial: Path, runs: int, n: int) -> None:
+    """After a calibration stopped early: where its ``n`` finished runs are and how to go on,
+    when this invocation saved or resumed any (an older file it did not touch is not news)."""
+    if n == 0:
         return
     if n < runs:
         click.echo(f"calibrate: stopped; {n} of {runs} runs are kept in {partial}: the same "
