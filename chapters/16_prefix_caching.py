@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python (vllm-course)
 #     language: python
@@ -286,7 +286,8 @@ print(f"TTFT on / off, median: {ratio_reused.median():.2f} for requests that reu
 # The requests that reuse a prefix sit below the diagonal: they prefill only their own part of
 # the prompt, a third to two thirds of it. Their TTFT falls by a little less than that share:
 # their own tokens still attend over the cached prefix, and that part of attention is not
-# skipped. The others sit near the diagonal: the same work on both servers.
+# skipped. The others sit near the diagonal: the same work on both servers (at CI size there
+# are about four of them, and a pause of the machine can move one far off it).
 #
 # Throughput (total tokens per second, prompt tokens counted whether computed or cached) rises
 # far less than the share of prompt tokens skipped. With one request at a time, a request's time
@@ -316,6 +317,11 @@ e2el_ratio = pd.Series([metrics.e2el_s(u_on_rec[i]) / metrics.e2el_s(u_off_rec[i
 print(f"no sharing, request by request: median E2EL on / off = x{e2el_ratio.median():.2f} over "
       f"{len(e2el_ratio)} requests (P10 x{e2el_ratio.quantile(0.1):.2f}, "
       f"P90 x{e2el_ratio.quantile(0.9):.2f})")
+# and its first tokens: every no-sharing request computes its whole prompt on both servers
+ttft_unshared = pd.Series([metrics.ttft_s(u_on_rec[i]) / metrics.ttft_s(u_off_rec[i])
+                           for i in sorted(u_on_rec.keys() & u_off_rec.keys())])
+print(f"no sharing, request by request: median TTFT on / off = x{ttft_unshared.median():.2f} over "
+      f"{len(ttft_unshared)} requests")
 
 # %% [markdown]
 #
@@ -338,10 +344,24 @@ print(f"no sharing, request by request: median E2EL on / off = x{e2el_ratio.medi
 # - **No hits without sharing**: below 1 % with caching on.
 # - **Less prefill, faster first tokens where a prefix is reused**: the requests that reuse a
 #   prefix have a median TTFT with caching on of at most 0.75 × their TTFT with caching off,
-#   while the other requests' median ratio stays within `nb.CPU_TIMING_NOISE` (x1.5 either way),
-#   the band within which two runs of the same work land on a small shared CPU (the same work).
+#   while requests that compute their whole prompt do not change: on the no-sharing workload,
+#   the median of each request's TTFT ratio on/off stays within `nb.CPU_TIMING_NOISE` (x1.5
+#   either way), the band within which two runs of the same work land on a small shared CPU.
 #   On a GPU the first part asks only "not slower" (a median ratio ≤ 1.05): the H200 measured no
 #   TTFT gain at one request at a time (section "On the H200").
+#
+#   Why the no-sharing workload, and not the shared workload's own requests without a reusable
+#   prefix (the grey points)? At CI size there are about four of them (the first use of each
+#   context, and prompts without one, whose TTFT can be as short as 20-90 ms), and on a busy machine the noise is added time (a process
+#   paused for 100-400 ms), not a proportion: one pause on a 50 ms request makes its ratio x3.
+#   A CI execution measured those four at a median ratio of 0.66 (the caching-off run was the
+#   slower); the no-sharing workload gives twelve pairs of the same lengths at CI size (64 at
+#   full size), whose median a pause or two cannot move. Measured on the course's 2-core machine (2026-12-05): on a quiet
+#   machine, 18 executions gave the reused requests a median of 0.34-0.58 and the four others
+#   0.96-1.15, and 10 gave the twelve no-sharing pairs 1.01-1.08; with two extra processes
+#   stealing the CPU for 0.1-0.4 s at random, 10 executions gave the four others 0.88-1.82,
+#   the twelve pairs 0.74-1.17, and the reused requests 0.43-0.77 (one above 0.75: under that
+#   much stealing, single requests' timings say little).
 # - **Throughput rises a little with sharing**, shown above and not asserted: at one request at
 #   a time the gain is small next to the noise of a CI-sized run on two busy cores.
 # - **No cost without sharing**: on the no-sharing workload, each request's E2EL with caching on
@@ -369,15 +389,18 @@ nb.check(u_on.prefix_cache_queries and hit_rate(u_on) < 0.01,
          "no sharing, no hits: the cache is queried and misses",
          f"hit rate {hit_rate(u_on):.4f} over {u_on.prefix_cache_queries:.0f} tokens")
 ttft_detail = (f"median TTFT ratio on/off {ratio_reused.median():.2f} over {len(ratio_reused)} "
-               f"requests (others: {ratio_other.median():.2f} over {len(ratio_other)})")
+               f"requests that reuse a prefix; {ttft_unshared.median():.2f} over "
+               f"{len(ttft_unshared)} no-sharing requests (the shared workload's "
+               f"{len(ratio_other)} others: {ratio_other.median():.2f}, shown)")
 if profile.device == "cpu":
     nb.check(len(ratio_reused) >= 3 and ratio_reused.median() <= 0.75
-             and nb.within_noise(ratio_other.median(), 1.0),
-             "requests that reuse a prefix get their first token sooner with caching on; others not",
+             and len(ttft_unshared) >= 10 and nb.within_noise(ttft_unshared.median(), 1.0),
+             "requests that reuse a prefix get their first token sooner with caching on; "
+             "requests that compute their whole prompt do not",
              ttft_detail)
 else:   # the H200 measured no TTFT gain at one request at a time (section "On the H200")
     nb.check(len(ratio_reused) >= 3 and ratio_reused.median() <= 1.05
-             and nb.within_noise(ratio_other.median(), 1.0),
+             and len(ttft_unshared) >= 10 and nb.within_noise(ttft_unshared.median(), 1.0),
              "requests that reuse a prefix are not slower to their first token with caching on",
              ttft_detail)
 nb.check(len(e2el_ratio) >= 10 and nb.within_noise(e2el_ratio.median(), 1.0),
