@@ -352,16 +352,17 @@ print(f"no sharing, request by request: median TTFT on / off = x{ttft_unshared.m
 #
 #   Why the no-sharing workload, and not the shared workload's own requests without a reusable
 #   prefix (the grey points)? At CI size there are about four of them (the first use of each
-#   context, and prompts without one, whose TTFT can be as short as 20-90 ms), and on a busy machine the noise is added time (a process
-#   paused for 100-400 ms), not a proportion: one pause on a 50 ms request makes its ratio x3.
-#   A CI execution measured those four at a median ratio of 0.66 (the caching-off run was the
-#   slower); the no-sharing workload gives twelve pairs of the same lengths at CI size (64 at
-#   full size), whose median a pause or two cannot move. Measured on the course's 2-core machine (2026-12-05): on a quiet
-#   machine, 18 executions gave the reused requests a median of 0.34-0.58 and the four others
-#   0.96-1.15, and 10 gave the twelve no-sharing pairs 1.01-1.08; with two extra processes
-#   stealing the CPU for 0.1-0.4 s at random, 10 executions gave the four others 0.88-1.82,
-#   the twelve pairs 0.74-1.17, and the reused requests 0.43-0.77 (one above 0.75: under that
-#   much stealing, single requests' timings say little).
+#   context, and prompts without one, whose TTFT can be as short as 20-90 ms), and on a busy
+#   machine the noise is added time (a process paused for 100-400 ms), not a proportion: one pause
+#   on a 50 ms request makes its ratio x3. A CI execution measured those four at a median ratio of
+#   0.66 (the caching-off run was the slower); the no-sharing workload gives twelve pairs of the
+#   same lengths at CI size (64 at full size), whose median a pause or two cannot move. Measured
+#   on the course's 2-core machine (2026-12-05): on a quiet machine, 18 executions gave the reused
+#   requests a median of 0.34-0.58 and the four others 0.96-1.15, and 10 gave the twelve
+#   no-sharing pairs 1.01-1.08; with two extra processes stealing the CPU for 0.1-0.4 s at random,
+#   10 executions gave the four others 0.88-1.82, the twelve pairs 0.74-1.17, and the reused
+#   requests 0.43-0.77 (one above 0.75: under that much stealing, single requests' timings say
+#   little).
 # - **Throughput rises a little with sharing**, shown above and not asserted: at one request at
 #   a time the gain is small next to the noise of a CI-sized run on two busy cores.
 # - **No cost without sharing**: on the no-sharing workload, each request's E2EL with caching on
