@@ -5,6 +5,7 @@ left two half-started CPU servers, 1 core each, behind)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -55,36 +56,33 @@ def test_sigterm_runs_the_commands_finally_and_stops_its_process_group():
             proc.kill()
 
 
-# the same, the command's work inside asyncio.run and blocked in a call that does not return to
-# the event loop (as a server start is, for tens of seconds): asyncio.run's own Ctrl-C handler
-# would only cancel the main task once the call returned
+
+# Ctrl-C while a coroutine under asyncio.run blocks the event loop in a server start (a stand-in:
+# time.sleep inside the pool's `interruptible()` block): asyncio.run's own SIGINT handler would
+# only cancel the main task once the call returned, 120 s later
 ASYNC_SCRIPT = textwrap.dedent("""
-    import asyncio, subprocess, time
-    from vllm_course.cli import main
+    import asyncio, signal, subprocess, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job ignores SIGINT
     from vllm_course.server.groups import stop_group
+    from vllm_course.server.pool import interruptible
 
     async def blocked(child):
         try:
-            print(child.pid, flush=True)
-            time.sleep(120)                     # a blocking server start
+            with interruptible():
+                print(child.pid, flush=True)
+                time.sleep(120)                     # a blocking server start
         finally:
             stop_group(child.pid, timeout_s=5, leader=child)
             print("stopped", flush=True)
 
-    @main.command("own-a-group-async")
-    def own_a_group_async():
-        child = subprocess.Popen(["sleep", "120"], start_new_session=True,
-                                 stdout=subprocess.DEVNULL)
-        asyncio.run(blocked(child))
-
-    main(["own-a-group-async"])
+    child = subprocess.Popen(["sleep", "120"], start_new_session=True, stdout=subprocess.DEVNULL)
+    asyncio.run(blocked(child))
 """)
 
 
-def test_ctrl_c_stops_a_command_blocked_inside_asyncio_run_at_once():
+def test_ctrl_c_stops_a_server_start_that_blocks_asyncio_run_at_once():
     proc = subprocess.Popen([sys.executable, "-c", ASYNC_SCRIPT], stdout=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     child = int(proc.stdout.readline())
     try:
         assert group_alive(child)
@@ -99,3 +97,24 @@ def test_ctrl_c_stops_a_command_blocked_inside_asyncio_run_at_once():
             os.killpg(child, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
+
+
+def test_asyncio_runs_own_ctrl_c_handler_is_back_after_the_block():
+    from vllm_course.server.pool import interruptible
+
+    seen = {}
+
+    async def main():
+        seen["asyncio"] = signal.getsignal(signal.SIGINT)
+        with interruptible():
+            seen["inside"] = signal.getsignal(signal.SIGINT)
+        seen["after"] = signal.getsignal(signal.SIGINT)
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)   # as in a fresh process
+    try:
+        asyncio.run(main())
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert seen["asyncio"] is not signal.default_int_handler     # asyncio.run put in its own
+    assert seen["inside"] is signal.default_int_handler
+    assert seen["after"] == seen["asyncio"]

@@ -29,24 +29,12 @@ def bad_input(exc: BaseException, source: str | None = None) -> BaseException:
     return BadInput(f"{source}: {text}" if source and not text.startswith(source) else text)
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """Raise KeyboardInterrupt where the main thread is, as Python's default SIGINT handler does.
-
-    A function of our own, not ``signal.default_int_handler``: ``asyncio.run`` replaces only
-    that one, with a handler that merely cancels the main task when the event loop next gets
-    control (``asyncio.Runner``, Python 3.11+). A command blocked in a server start inside a
-    coroutine (tens of seconds) then went on until the server was up: a calibration stopped
-    with Ctrl-C 20 s in took 30 s more to exit (2026-12-05)."""
-    raise KeyboardInterrupt
-
-
 class _CourseGroup(click.Group):
     """The top-level group: bad input (vllm_course.errors.INPUT_ERRORS) raised anywhere below
-    becomes one line and exit status 2, unless ``--debug`` asks for the traceback. Ctrl-C and
-    SIGTERM (from ``timeout``, ``kill``, a CI runner) raise KeyboardInterrupt at once, also in a
-    blocking server start inside ``asyncio.run`` (:func:`_interrupt`), so the command stops its
-    servers, process groups and all, and saves what it has; without this, Python would exit at
-    once on SIGTERM and leave a starting server behind."""
+    becomes one line and exit status 2, unless ``--debug`` asks for the traceback. SIGTERM (from
+    ``timeout``, ``kill``, a CI runner) is handled as Ctrl-C is: it raises KeyboardInterrupt, so
+    the command stops its servers, process groups and all, and saves what it has; without this,
+    Python would exit at once and leave a starting server behind."""
 
     def invoke(self, ctx: click.Context):
         import signal
@@ -55,9 +43,7 @@ class _CourseGroup(click.Group):
         from vllm_course.errors import INPUT_ERRORS
 
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                if signal.getsignal(sig) != signal.SIG_IGN:   # a background job ignores SIGINT
-                    signal.signal(sig, _interrupt)     # kept to the end: atexit stops servers
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             return super().invoke(ctx)
         except click.ClickException:

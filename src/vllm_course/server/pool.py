@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import signal
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -74,7 +75,8 @@ class ServerPool:
                 server = VLLMServer(config, log_path=log_path, profile_args=self.profile_args)
                 self._starting.add(server)
                 try:
-                    with self.announce(server) if self.announce else contextlib.nullcontext():
+                    with (self.announce(server) if self.announce else contextlib.nullcontext(),
+                          interruptible()):
                         server.start()
                 finally:
                     self._starting.discard(server)
@@ -143,8 +145,9 @@ class ServerPool:
         for t in threads:
             t.start()
         try:
-            for t in threads:
-                t.join()
+            with interruptible():
+                for t in threads:
+                    t.join()
         except BaseException:   # Ctrl-C: no server may outlive the interrupted starts
             for t, server in zip(threads, new.values(), strict=True):
                 while t.is_alive():
@@ -234,6 +237,33 @@ class ServerPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Within this block, Ctrl-C raises KeyboardInterrupt at once (Python's default), also where
+    a coroutine under ``asyncio.run`` blocks its event loop, as a server start does.
+
+    ``asyncio.run`` (``asyncio.Runner``, Python 3.11+) replaces the default SIGINT handler with
+    one that only cancels the main task when the event loop next gets control; during a start
+    that never comes until the server is up: a calibration interrupted 20 s in went on for 30 s
+    more (2026-12-05). Only for the blocking call: elsewhere asyncio's handler is the safe one,
+    since a KeyboardInterrupt raised inside the event loop's own code can leave a task that is
+    never finished (bpo-39622). Nothing changes outside the main thread or where SIGINT is
+    ignored (a background job) or already Python's default.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous in (signal.SIG_IGN, signal.SIG_DFL, None, signal.default_int_handler):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _distinct_ports(servers: list[VLLMServer]) -> None:
