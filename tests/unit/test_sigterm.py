@@ -37,14 +37,17 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_sigterm_runs_the_commands_finally_and_stops_its_process_group():
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, text=True,
+def _signal_stops_the_group(script: str, sig: int) -> None:
+    """Run ``script`` (it prints its child group's pid as it enters a 120 s blocking call), send
+    ``sig``, and assert that the script's ``finally`` ran, it failed, and the group is gone;
+    within 30 s."""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     child = int(proc.stdout.readline())
     try:
         assert group_alive(child)
-        time.sleep(0.2)                    # inside the command's time.sleep
-        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)                    # inside the blocking call
+        proc.send_signal(sig)
         out, _ = proc.communicate(timeout=30)
         assert "stopped" in out
         assert proc.returncode != 0        # interrupted, not a success
@@ -55,6 +58,9 @@ def test_sigterm_runs_the_commands_finally_and_stops_its_process_group():
         if proc.poll() is None:
             proc.kill()
 
+
+def test_sigterm_runs_the_commands_finally_and_stops_its_process_group():
+    _signal_stops_the_group(SCRIPT, signal.SIGTERM)
 
 
 # Ctrl-C while a coroutine under asyncio.run blocks the event loop in a server start (a stand-in:
@@ -81,22 +87,7 @@ ASYNC_SCRIPT = textwrap.dedent("""
 
 
 def test_ctrl_c_stops_a_server_start_that_blocks_asyncio_run_at_once():
-    proc = subprocess.Popen([sys.executable, "-c", ASYNC_SCRIPT], stdout=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    child = int(proc.stdout.readline())
-    try:
-        assert group_alive(child)
-        time.sleep(0.2)                    # inside the blocking call
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)   # not after the 120 s the call would take
-        assert "stopped" in out
-        assert proc.returncode != 0
-        assert not group_alive(child)
-    finally:
-        if group_alive(child):
-            os.killpg(child, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.kill()
+    _signal_stops_the_group(ASYNC_SCRIPT, signal.SIGINT)
 
 
 def test_asyncio_runs_own_ctrl_c_handler_is_back_after_the_block():
