@@ -1,5 +1,5 @@
 """The committed GPU calibration runs (reference/h200/labs/, and reference/h100-80g/labs/ for
-lab04) against the targets the labs bring on those profiles: the course's rule (labs/README.md)
+lab02 and lab04) against the targets the labs bring on those profiles: the course's rule (labs/README.md)
 that the solution passes every target in each of its runs while the starting configuration
 misses one by more than the margin, checked on the data that set those targets; and the set-up
 cell showing the H200 runs on every machine."""
@@ -23,7 +23,8 @@ def test_every_lab_measured_on_the_h200_brings_the_runs_that_set_its_targets():
     assert h200_runs("lab01") is None                   # graded on definitions: no targets
 
 
-MEASURED_ON_OTHER_GPUS = {("h100-80g", "lab04"): "reference/h100-80g/labs/lab04-vs-start.json"}
+MEASURED_ON_OTHER_GPUS = {("h100-80g", "lab02"): "reference/h100-80g/labs/lab02-calibration.json",
+                         ("h100-80g", "lab04"): "reference/h100-80g/labs/lab04-vs-start.json"}
 """Labs whose targets a GPU profile other than ``h200`` brings measured: the committed runs."""
 
 
