@@ -684,11 +684,11 @@ if burst:
 # AWQ, GPTQ), each with its own bf16 server for the ratios; on the H200, fp8 weights, the AWQ and
 # GPTQ cards and "Model loading took ... GiB" from each log are **pending** until they run (the
 # cells below show them when they land; an H100 ran both executions, next section). What the
-# first run measured: the fp8 KV cache held 1,867,392 tokens
-# against bf16's 933,952 in the same memory (x1.99945, as predicted), and at 512 requests at
-# once, which bf16's pool already held, it was *slower* (one run each): 4,407 against 4,849
-# output tok/s, TPOT 85.7 against 75.3 ms (at one request in flight the two were equal, 4.85 and
-# 4.79 ms). A bigger pool buys nothing when the pool was not the limit, and writing and reading
+# first run measured: the fp8 KV cache held 1,867,392 tokens against bf16's 933,952 with the
+# same memory setting (x1.99945: twice, less 512 tokens), and at 512 requests at once, which
+# bf16's pool already held, it was *slower* (one run each): 4,407 against 4,849 output tok/s,
+# TPOT 85.7 against 75.3 ms (at one request in flight the two were equal, 4.85 and 4.79 ms). A
+# bigger pool buys nothing when the pool was not the limit, and writing and reading
 # the cache in fp8 is extra work in every step: turn it on where preemptions or a full KV cache
 # limited the batch (chapter 08's memory diagnosis), not by default.
 
@@ -730,15 +730,16 @@ if rows:
 # - **AWQ int4 is faster still at batch 1 and barely faster at high batch.** 3.99 GiB of
 #   weights (3.9 predicted), served by vLLM's AWQ-Marlin method, which picked the Machete kernel
 #   on this Hopper GPU (the log: `MacheteLinearKernel` for `AutoAWQMarlinLinearMethod`): TPOT
-#   3.83 ms at batch 1 (x1.60), but only x1.09 at 512 at once, where the step is no longer a read of the weights and every 4-bit weight is unpacked
-#   before it is multiplied.
+#   3.83 ms at batch 1 (x1.60), but only x1.09 at 512 at once, where the step is no longer a
+#   read of the weights and every 4-bit weight is unpacked before it is multiplied.
 # - **An fp8 KV cache paid off here, where the pool was the limit.** bf16's pool held 476,672
 #   tokens, 372 requests at full length (1,280 tokens): the 512 requests sent at once did not
 #   fit, the pool ran full (peak usage 99.9 %), vLLM preempted 72 times, and at most 445 ran
 #   together. The fp8 KV pool held 952,832 tokens: all 512 ran at once, none preempted, and
 #   output tok/s rose x1.18. On the H200 (twice the pool, 729 such requests) the same 512 fit in
 #   bf16 too, and the fp8 KV cache was slower (x0.91): "turn it on where preemptions or a full
-#   KV cache limited the batch", measured on both sides of the line. At batch 1 it changed nothing (x0.98).
+#   KV cache limited the batch", measured on both sides of the line. At batch 1 it changed
+#   nothing (x0.98).
 # - **The GPTQ row is not int4.** That run's card had no `modules_in_block_to_quantize` yet, and
 #   vLLM 0.26 served its layers unquantized (13.51 GiB, the same TPOT as bf16; section 3 says
 #   why). The check that caught it is now part of the chapter (the 4-bit card's weights must be

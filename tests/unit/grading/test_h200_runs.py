@@ -1,8 +1,8 @@
 """The committed GPU calibration runs (reference/h200/labs/, and reference/h100-80g/labs/ for
-lab02 and lab04) against the targets the labs bring on those profiles: the course's rule (labs/README.md)
-that the solution passes every target in each of its runs while the starting configuration
-misses one by more than the margin, checked on the data that set those targets; and the set-up
-cell showing the H200 runs on every machine."""
+lab02 and lab04) against the targets the labs bring on those profiles: the course's rule
+(labs/README.md) that the solution passes every target in each of its runs while the starting
+configuration misses one by more than the margin, checked on the data that set those targets;
+and the set-up cell showing the H200 runs on every machine."""
 
 from __future__ import annotations
 
