@@ -555,8 +555,8 @@ for label, per in results.items():   # the client's self-checks (chapter 08): wa
 #   number for the float32 CPU profile (2 for bf16 on a GPU).
 # - **An fp8 KV cache multiplies the pool by the default's bytes per number** (where it runs): with
 #   the same `--kv-cache-memory-bytes`, the fp8 server's KV cache holds exactly four times the
-#   float32 server's tokens (twice bf16's on a GPU), and its reported maximum concurrency grows by
-#   the same factor. On a CPU without AVX-512 or AMX it does not run: the library refuses it
+#   float32 server's tokens, and its reported maximum concurrency grows by the same factor (on a
+#   GPU, where each pool is what the profiling run leaves, twice bf16's within 1 %). On a CPU without AVX-512 or AMX it does not run: the library refuses it
 #   before launch (`ServerError`, cause `"bad_value"`), and these checks are skipped with the reason.
 # - **The CPU build refuses fp8 weights**: `--quantization fp8` is accepted as a flag, but the
 #   bf16 server fails while loading (the placeholder `_C::static_scaled_fp8_quant` operator).
@@ -566,7 +566,8 @@ for label, per in results.items():   # the client's self-checks (chapter 08): wa
 #   changed little).
 # - **AWQ and GPTQ run on the CPU build** (full size only): their float16 KV cache holds the
 #   tokens of its 2 bytes per number in the same memory, and at high batch they are nowhere near
-#   2× the default's throughput.
+#   2× the default's throughput. On a GPU, vLLM's log shows their weights loaded in 4 bits: under
+#   half of bf16's weight memory.
 
 # %%
 if predicted:
