@@ -1,9 +1,11 @@
 """What a reference run can run, and how long each item is expected to take on the device.
 
 An item's estimate is its last run's ``wall_s`` from the ``run.json`` committed in its results
-folder when there is one (the device seconds it took there), else :data:`DEFAULT_S` for its
-kind. Its ``servers`` are the server settings (``ServerConfig.key()``) that run recorded, so
-the plan can put items that share a server side by side; empty when not known yet.
+folder when there is one (the device seconds it took there), else the longest of its runs on
+the other GPU profiles (``reference/h100-80g/`` when an H100 ran it and the H200 has not: the
+same commands, the GPU's speed aside), else :data:`DEFAULT_S` for its kind. Its ``servers``
+are the server settings (``ServerConfig.key()``) that its run on this profile recorded, so the
+plan can put items that share a server side by side; empty when not known yet.
 """
 
 from __future__ import annotations
@@ -111,6 +113,19 @@ def _kept_runs(folder: Path) -> tuple[int, int] | None:
         return None
 
 
+def _elsewhere(root: Path, profile: str, dest: str) -> tuple[str, dict] | None:
+    """(profile, run) of the longest timed run of ``dest`` on another profile under ``root``,
+    or ``None``: the longest, because a call planned too short stops its item unfinished."""
+    runs = []
+    if root.is_dir():
+        for folder in sorted(root.iterdir()):
+            if folder.is_dir() and folder.name != profile:
+                run = _last_run(folder / dest)
+                if isinstance(run.get("wall_s"), int | float):
+                    runs.append((folder.name, run))
+    return max(runs, key=lambda r: r[1]["wall_s"], default=None)
+
+
 def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str = "",
           root: Path = REFERENCE_ROOT) -> Item:
     last = _last_run(root / profile / dest)
@@ -132,6 +147,11 @@ def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str 
     elif isinstance(last.get("wall_s"), int | float):
         how = f"its last run: {last['wall_s']:.0f} s on {last.get('measured', '?')}"
         estimate = int(round(last["wall_s"]))
+    elif other := _elsewhere(root, profile, dest):
+        name, run = other
+        how = (f"not run on {profile} yet: its {name} run took {run['wall_s']:.0f} s on "
+               f"{run.get('measured', '?')}")
+        estimate = int(round(run["wall_s"]))
     else:
         how, estimate = f"not run yet: the default for a {kind}", DEFAULT_S[kind]
     return Item(id_, kind, source, dest, estimate, how, tuple(last.get("servers", ())), parts)

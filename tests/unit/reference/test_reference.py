@@ -51,8 +51,35 @@ def test_the_catalog_has_every_chapter_lab_and_comparison_with_estimates():
     # chapter 01's committed H200 run took 137 s (reference/h200/chapters/01_welcome/run.json)
     recorded = json.loads((REPO_ROOT / "reference/h200/chapters/01_welcome/run.json").read_text())
     assert ch01.estimate_s == recorded["wall_s"] and "last run" in ch01.estimate_from
-    unmeasured = catalog("no-such-profile")
-    assert all(i.estimate_s == DEFAULT_S[i.kind] for i in unmeasured)
+    # nothing run on a profile: each item's longest run on the committed ones, else the default
+    unmeasured = {i.id: i for i in catalog("no-such-profile")}
+    assert unmeasured["ch01"].estimate_s == recorded["wall_s"]
+    assert unmeasured["ch01"].estimate_from.startswith("not run on no-such-profile yet: its h200")
+    assert unmeasured["ch18.layouts-b"].estimate_s == DEFAULT_S["chapter"]   # two GPUs: never run
+    assert unmeasured["ch18.layouts-b"].estimate_from == "not run yet: the default for a chapter"
+
+
+def test_an_item_not_run_on_this_profile_is_estimated_by_its_longest_run_elsewhere(tmp_path):
+    def ran(profile: str, wall_s: object, measured: str = "2026-12-06") -> None:
+        folder = tmp_path / profile / "chapters" / "15_quantization.fp8"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "run.json").write_text(json.dumps({"wall_s": wall_s, "measured": measured,
+                                                     "servers": ["k"]}))
+
+    def item() -> Item:
+        return catalog_item("ch15.fp8", "chapter", "chapters/15_quantization.ipynb",
+                            "chapters/15_quantization.fp8", "h200", root=tmp_path, parts="fp8")
+
+    assert item().estimate_s == DEFAULT_S["chapter"]                 # nowhere yet
+    ran("h100-80g", 388)
+    ran("a100-80g", 512, "2026-11-30")
+    ran("l4", "?")                                                   # not timed: ignored
+    (tmp_path / "README.md").write_text("not a profile")
+    got = item()
+    assert (got.estimate_s, got.servers) == (512, ())   # the longest; servers are per profile
+    assert got.estimate_from == "not run on h200 yet: its a100-80g run took 512 s on 2026-11-30"
+    ran("h200", 300)                                                 # its own run comes first
+    assert (item().estimate_s, item().servers) == (300, ("k",))
 
 
 def test_every_part_is_one_the_chapter_asks_for():
