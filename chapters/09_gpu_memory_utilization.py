@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python (vllm-course)
 #     language: python
@@ -126,14 +126,9 @@ BYTES_PER_TOKEN = card.kv_bytes_per_token
 BLOCK = 128 if ON_CPU else 16              # vLLM's CPU backend uses 128; GPUs default to 16
 MAX_MODEL_LEN = int(profile.server_args.get("max-model-len")
                     or card.config["max_position_embeddings"])
-if ON_CPU:
-    N, PROMPT, OUTPUT = nb.scaled(full=64, ci=32), 192, 128
-else:
-    N, PROMPT, OUTPUT = 400, 1024, 256
+PROMPT, OUTPUT = (192, 128) if ON_CPU else (1024, 256)
 BLOCKS_PER_REQUEST = math.ceil((PROMPT + OUTPUT) / BLOCK)
-NEEDED_BLOCKS = N * BLOCKS_PER_REQUEST + 1
 STARTUP_MIN_BLOCKS = math.ceil(MAX_MODEL_LEN / BLOCK) + 1   # one max-length request + null block
-BURST = SyntheticWorkload(num_requests=N, input_len=PROMPT, output_len=OUTPUT, seed=9)
 
 
 def predict_tokens(kv_bytes: float) -> int:
@@ -158,6 +153,15 @@ def weight_bytes(c: dict) -> int:
                                             + c["num_hidden_layers"] * per_layer + h)
 
 
+if ON_CPU:
+    N = nb.scaled(full=64, ci=32)
+else:   # 400 requests, fewer where they would fill more than 90 % of the default pool (predicted)
+    total = gpu_total_bytes()
+    default_blocks = predict_tokens(0.92 * total - weight_bytes(card.config)) // BLOCK
+    N = min(400, int(0.9 * default_blocks) // BLOCKS_PER_REQUEST)
+NEEDED_BLOCKS = N * BLOCKS_PER_REQUEST + 1
+BURST = SyntheticWorkload(num_requests=N, input_len=PROMPT, output_len=OUTPUT, seed=9)
+
 EAGER = {"enforce-eager": True} if ON_CPU else {}   # a faster CPU start; GPUs keep CUDA graphs
 if ON_CPU:   # --kv-cache-memory-bytes: the pool is exactly what we give it
     TINY_BLOCKS, FITS_BLOCKS = STARTUP_MIN_BLOCKS + 7, NEEDED_BLOCKS + 3
@@ -172,7 +176,6 @@ if ON_CPU:   # --kv-cache-memory-bytes: the pool is exactly what we give it
 else:        # --gpu-memory-utilization: the pool is what the budget leaves
     SETTINGS = {"gmu 0.5": 0.5, "gmu 0.7": 0.7, "default 0.92": None}
     KNOB = "gpu-memory-utilization"
-    total = gpu_total_bytes()
     kv_budget = {label: (v or 0.92) * total - weight_bytes(card.config)
                  for label, v in SETTINGS.items()}   # an upper bound: overheads come off too
 SERVERS = {label: ServerConfig(model=profile.model,
@@ -199,8 +202,10 @@ plan
 # of that length, chapter 13), far below what the burst needs; **fits** is what the burst needs
 # plus three spare blocks; **mid** is halfway between (skipped when `COURSE_SIZE=ci`, as in CI,
 # where every server start costs half a minute). On a GPU the same comparison is
-# `--gpu-memory-utilization` 0.5 and 0.7 against the default, and the prediction is an upper bound (the budget minus the weights) until
-# the log tells us the overheads.
+# `--gpu-memory-utilization` 0.5 and 0.7 against the default, and the prediction is an upper
+# bound (the budget minus the weights) until the log tells us the overheads. The burst there is
+# 400 requests, or as many as fill 90 % of the default's predicted pool where that is fewer: an
+# H100 80GB's default pool (477,072 tokens) holds 372 such requests, not 400, so it gets 344.
 
 # %% [markdown]
 # ## 3. Start the servers and read their pools

@@ -723,16 +723,21 @@ if rows:
     display(pd.DataFrame(rows).set_index(["run", "variant", "level"]).round(2))
 
 # %% [markdown]
-# What the H100 showed (one run of each):
+# What the H100 showed (one run of each; `ch15.int4` is its second execution, after the GPTQ
+# card got its layer list):
 # - **fp8 weights halve the weight memory and speed up both levels.** vLLM loaded 7.04 GiB
 #   against bf16's 13.51 (7.0 GiB predicted in section 1). At one request in flight TPOT fell
 #   from 6.21 to 3.96 ms (x1.56 output tok/s): a decode step at batch 1 reads every weight, and
 #   there were half as many bytes to read. At 512 at once it was x1.32.
-# - **AWQ int4 is faster still at batch 1 and barely faster at high batch.** 3.99 GiB of
-#   weights (3.9 predicted), served by vLLM's AWQ-Marlin method, which picked the Machete kernel
-#   on this Hopper GPU (the log: `MacheteLinearKernel` for `AutoAWQMarlinLinearMethod`): TPOT
-#   3.83 ms at batch 1 (x1.60), but only x1.09 at 512 at once, where the step is no longer a
-#   read of the weights and every 4-bit weight is unpacked before it is multiplied.
+# - **AWQ and GPTQ int4 are faster still at batch 1 and barely faster at high batch.** 3.99 and
+#   3.90 GiB of weights (3.9 predicted), both served by vLLM's Marlin methods, which picked the
+#   Machete kernel on this Hopper GPU (the log: `MacheteLinearKernel` for
+#   `AutoAWQMarlinLinearMethod` and for `AutoGPTQLinearMethod`): TPOT 3.82 and 3.71 ms at batch 1
+#   against bf16's 5.97 (x1.54 and x1.58 output tok/s), but only x1.09 and x1.01 at 512 at once,
+#   where the step is no longer a read of the weights and every 4-bit weight is unpacked before
+#   it is multiplied. GPTQ's mean TPOT there, 67.6 ms, was even longer than bf16's 57.7: its
+#   larger pool ran 342 requests at a time on average against bf16's 288 (all three preempted
+#   71-72 times), and a step of more requests takes longer.
 # - **An fp8 KV cache paid off here, where the pool was the limit.** bf16's pool held 476,672
 #   tokens, 372 requests at full length (1,280 tokens): the 512 requests sent at once did not
 #   fit, the pool ran full (peak usage 99.9 %), vLLM preempted 72 times, and at most 445 ran
@@ -741,13 +746,13 @@ if rows:
 #   bf16 too, and the fp8 KV cache was slower (x0.91): "turn it on where preemptions or a full
 #   KV cache limited the batch", measured on both sides of the line. At batch 1 it changed
 #   nothing (x0.98).
-# - **The GPTQ row is not int4.** That run's card had no `modules_in_block_to_quantize` yet, and
-#   vLLM 0.26 served its layers unquantized (13.51 GiB, the same TPOT as bf16; section 3 says
-#   why). The check that caught it is now part of the chapter (the 4-bit card's weights must be
-#   under half of bf16's), and so is the list; a GPTQ rerun on a GPU is **pending**. The first
-#   execution also stopped at a check that demanded exactly x2 tokens from the fp8 KV cache: on
-#   a GPU the pool is what the profiling run leaves, and it came out 512 tokens short of x2 there
-#   and on the H200, so the factor is now judged within 1 % on a GPU.
+# - **Two checks were made honest by these runs.** The first `ch15.int4` execution served the
+#   GPTQ card unquantized (13.51 GiB, bf16's TPOT: the card had no layer list yet, section 3) and
+#   stopped at the KV pool check; the chapter now also checks that a 4-bit card's logged weights
+#   are under half of bf16's. The `ch15.fp8` execution stopped at a check that demanded exactly
+#   x2 tokens from the fp8 KV cache: on a GPU the pool is what the profiling run leaves, and it
+#   came out 512 tokens short of x2 there and on the H200, so the factor is now judged within
+#   1 % on a GPU.
 
 # %% [markdown]
 # ## Summary
