@@ -696,7 +696,7 @@ if burst:
 # %%
 H200_RUNS = ("15_quantization", "15_quantization.fp8", "15_quantization.int4")
 for folder in H200_RUNS:
-    nb.show_reference_run(f"h200/chapters/{folder}/run.json")
+    nb.show_reference_run(f"h200/chapters/{folder}/run.json", others=False)   # H100: below
 
 # %%
 h200_speed = {folder: nb.reference(f"h200/chapters/{folder}/runs/quantization.json")
@@ -715,7 +715,7 @@ if rows:
 # %%
 H100_RUNS = ("15_quantization.fp8", "15_quantization.int4")
 for folder in H100_RUNS:
-    nb.show_reference_run(f"h100-80g/chapters/{folder}/run.json")
+    nb.show_reference_run(f"h100-80g/chapters/{folder}/run.json", others=False)
 h100_speed = {folder: nb.reference(f"h100-80g/chapters/{folder}/runs/quantization.json")
               for folder in H100_RUNS}
 rows = [{"run": folder, **row} for folder, table in h100_speed.items() for row in table or []]

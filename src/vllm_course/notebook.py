@@ -258,27 +258,50 @@ def reference(path: str) -> dict | None:
     return json.loads(file.read_text())
 
 
-def show_reference_run(path: str, numbers: bool = True) -> None:
+def show_reference_run(path: str, numbers: bool = True, others: bool = True) -> None:
     """Show a chapter's committed H200 run summary (``run.json`` as ``vllm-course reference run``
     writes it: ``headline``, ``failed``, ``numbers`` rows of ``quantity``/values, which a person
     fills from the run's outputs, ``checks`` lines): the headline, why it stopped early if it
     did, the numbers as a table (unless ``numbers`` is false or there are none yet) and the
     chapter's check lines. A summary not committed yet is said
-    to be pending, as :func:`reference` does."""
+    to be pending, as :func:`reference` does. Unless ``others`` is false, one line follows for
+    each other GPU profile that ran the same item (:func:`other_gpu_runs`), pending or not."""
     run = reference(path)
-    if run is None:
-        return
-    print(run["headline"])
-    if run.get("failed"):
-        print("stopped early:", run["failed"])
-    if numbers and run.get("numbers"):
-        import pandas as pd
-        from IPython.display import display
+    if run is not None:
+        print(run["headline"])
+        if run.get("failed"):
+            print("stopped early:", run["failed"])
+        if numbers and run.get("numbers"):
+            import pandas as pd
+            from IPython.display import display
 
-        display(pd.DataFrame(run["numbers"]).set_index("quantity"))
-    # indented: an executed chapter's own check lines start with "ok: ", and the reference
-    # runner (vllm_course.reference.run) reads only those
-    print("\n".join("  " + line for line in run["checks"]))
+            display(pd.DataFrame(run["numbers"]).set_index("quantity"))
+        # indented: an executed chapter's own check lines start with "ok: ", and the reference
+        # runner (vllm_course.reference.run) reads only those
+        print("\n".join("  " + line for line in run["checks"]))
+    for line in other_gpu_runs(path) if others else []:
+        print(line)
+
+
+def other_gpu_runs(path: str) -> list[str]:
+    """One line per other profile folder of ``reference/`` holding the same run summary as
+    ``path`` (``"h200/chapters/17_preemption_scheduling/run.json"`` -> ``h100-80g/chapters/...``):
+    its GPU, profile, date and vLLM version, whether every check held or the claim it stopped at,
+    and the folder whose ``outputs.txt`` and figures hold the rest. Folders in name order; none
+    there: ``[]``."""
+    own, _, rest = path.partition("/")
+    lines = []
+    for folder in sorted(p for p in REFERENCE_DIR.iterdir() if p.is_dir() and p.name != own):
+        file = folder / rest
+        if not file.is_file():
+            continue
+        run = json.loads(file.read_text())
+        failed = (run.get("failed") or "").splitlines()
+        outcome = (f"stopped early, {failed[0].split('  [')[0]}" if failed   # without evidence
+                   else f"all {len(run['checks'])} checks held")
+        lines.append(f"also on {run['gpu']}, profile {folder.name}, {run['measured']}, vLLM "
+                     f"{run['vllm_version']}: {outcome} ({file.parent.relative_to(REPO_ROOT)}/)")
+    return lines
 
 
 def results_root(chapter: str) -> Path:

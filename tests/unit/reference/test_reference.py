@@ -534,3 +534,50 @@ def test_a_chapters_part_runs_with_course_parts_set_and_whole_chapters_without(m
     assert os.environ["COURSE_PARTS"] == "stale"                    # restored after the run
     monkeypatch.delenv("COURSE_PARTS")
     assert notebook.part("anything")
+
+
+def test_a_reference_run_names_the_same_item_run_on_other_gpus(monkeypatch, tmp_path, capsys):
+    """After the H200 run, one line per other profile folder that ran the item: every check held,
+    or the claim it stopped at (without its evidence); in folder order; also when the H200 run is
+    pending; none with others=False."""
+    from vllm_course import notebook
+
+    def save(profile: str, item: str, **fields) -> None:
+        folder = tmp_path / "reference" / profile / "chapters" / item
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_text(json.dumps(
+            {"headline": f"{profile} run", "gpu": f"GPU of {profile}", "measured": "2026-12-06",
+             "vllm_version": "0.26.0", "checks": ["ok: a", "ok: b"], **fields}))
+
+    save("h200", "09_x", failed=None)
+    save("h100-80g", "09_x", failed=None, checks=["ok: a", "ok: b", "ok: c"])
+    save("a100-80g", "09_x", failed="CheckFailed: expected: the pool holds the burst  [1 -> 2]\nx")
+    save("a100-80g", "10_y", failed=None)
+    (tmp_path / "reference" / "README.md").write_text("not a profile")
+    monkeypatch.setattr(notebook, "REFERENCE_DIR", tmp_path / "reference")
+    monkeypatch.setattr(notebook, "REPO_ROOT", tmp_path)
+
+    assert notebook.other_gpu_runs("h200/chapters/09_x/run.json") == [
+        "also on GPU of a100-80g, profile a100-80g, 2026-12-06, vLLM 0.26.0: stopped early, "
+        "CheckFailed: expected: the pool holds the burst (reference/a100-80g/chapters/09_x/)",
+        "also on GPU of h100-80g, profile h100-80g, 2026-12-06, vLLM 0.26.0: all 3 checks held "
+        "(reference/h100-80g/chapters/09_x/)"]
+    notebook.show_reference_run("h200/chapters/09_x/run.json")
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[:3] == ["h200 run", "  ok: a", "  ok: b"] and len(shown) == 5
+    assert shown[3].startswith("also on GPU of a100-80g")
+    notebook.show_reference_run("h200/chapters/09_x/run.json", others=False)
+    assert len(capsys.readouterr().out.splitlines()) == 3
+    notebook.show_reference_run("h200/chapters/10_y/run.json")      # the H200 run is pending
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[0].startswith("H200 reference pending") and shown[1].startswith(
+        "also on GPU of a100-80g") and "all 2 checks held" in shown[1] and len(shown) == 2
+
+
+def test_the_committed_h100_run_of_chapter_17_is_named_under_its_h200_run():
+    from vllm_course import notebook
+
+    lines = notebook.other_gpu_runs("h200/chapters/17_preemption_scheduling/run.json")
+    assert [line.split(":")[0] for line in lines] == [
+        "also on NVIDIA H100 80GB HBM3 (81,559 MiB), profile h100-80g, 2026-12-06, vLLM 0.26.0"]
+    assert "all 7 checks held" in lines[0]
