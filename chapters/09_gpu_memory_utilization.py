@@ -204,8 +204,9 @@ plan
 # where every server start costs half a minute). On a GPU the same comparison is
 # `--gpu-memory-utilization` 0.5 and 0.7 against the default, and the prediction is an upper
 # bound (the budget minus the weights) until the log tells us the overheads. The burst there is
-# 400 requests, or as many as fill 90 % of the default's predicted pool where that is fewer: an
-# H100 80GB's default pool (477,072 tokens) holds 372 such requests, not 400, so it gets 344.
+# 400 requests, or as many as fill 90 % of the default's predicted pool where that is fewer: on
+# an H100 80GB that prediction is 489,664 tokens, whose 90 % holds 344 requests of 1,280 tokens
+# (the pool it logged, 477,072 tokens, holds 372: 400 did not fit).
 
 # %% [markdown]
 # ## 3. Start the servers and read their pools
