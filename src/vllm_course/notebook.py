@@ -289,18 +289,18 @@ def other_gpu_runs(path: str) -> list[str]:
     its GPU, profile, date and vLLM version, whether every check held or the claim it stopped at,
     and the folder whose ``outputs.txt`` and figures hold the rest. Folders in name order; none
     there: ``[]``."""
+    from vllm_course.reference.catalog import other_profile_runs
+
     own, _, rest = path.partition("/")
+    dest = Path(rest).parent
     lines = []
-    for folder in sorted(p for p in REFERENCE_DIR.iterdir() if p.is_dir() and p.name != own):
-        file = folder / rest
-        if not file.is_file():
-            continue
-        run = json.loads(file.read_text())
+    for name, run in other_profile_runs(REFERENCE_DIR, own, str(dest)):
         failed = (run.get("failed") or "").splitlines()
         outcome = (f"stopped early, {failed[0].split('  [')[0]}" if failed   # without evidence
                    else f"all {len(run['checks'])} checks held")
-        lines.append(f"also on {run['gpu']}, profile {folder.name}, {run['measured']}, vLLM "
-                     f"{run['vllm_version']}: {outcome} ({file.parent.relative_to(REPO_ROOT)}/)")
+        lines.append(f"also on {run['gpu']}, profile {name}, {run['measured']}, vLLM "
+                     f"{run['vllm_version']}: {outcome} "
+                     f"({(REFERENCE_DIR / name / dest).relative_to(REPO_ROOT)}/)")
     return lines
 
 

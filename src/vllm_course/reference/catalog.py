@@ -113,17 +113,21 @@ def _kept_runs(folder: Path) -> tuple[int, int] | None:
         return None
 
 
+def other_profile_runs(root: Path, profile: str, dest: str) -> list[tuple[str, dict]]:
+    """(profile, run) for each profile folder under ``root`` other than ``profile`` whose
+    ``dest/run.json`` reads as JSON, in folder name order; none: ``[]``."""
+    if not root.is_dir():
+        return []
+    return [(folder.name, run) for folder in sorted(root.iterdir())
+            if folder.is_dir() and folder.name != profile and (run := _last_run(folder / dest))]
+
+
 def _elsewhere(root: Path, profile: str, dest: str) -> tuple[str, dict] | None:
     """(profile, run) of the longest timed run of ``dest`` on another profile under ``root``,
     or ``None``: the longest, because a call planned too short stops its item unfinished."""
-    runs = []
-    if root.is_dir():
-        for folder in sorted(root.iterdir()):
-            if folder.is_dir() and folder.name != profile:
-                run = _last_run(folder / dest)
-                if isinstance(run.get("wall_s"), int | float):
-                    runs.append((folder.name, run))
-    return max(runs, key=lambda r: r[1]["wall_s"], default=None)
+    timed = [(name, run) for name, run in other_profile_runs(root, profile, dest)
+             if isinstance(run.get("wall_s"), int | float)]
+    return max(timed, key=lambda r: r[1]["wall_s"], default=None)
 
 
 def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str = "",
