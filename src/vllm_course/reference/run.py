@@ -47,6 +47,11 @@ MIN_LEFT_S = 60
 #: request logs and workloads are left out (the summaries carry their numbers).
 MAX_FILE_BYTES = 2 * 2**20
 KEEP_SUFFIXES = (".json", ".png", ".txt", ".md")
+#: What is kept of a chapter's runs: their numbers (``summary.json``, ``timeseries.json``), not
+#: the plots each run drew (the chapter's own figures are kept as ``figure-NN.png``; a run's
+#: ``timeseries.png`` is redrawn from its JSON by :func:`vllm_course.plots.save_timeseries_png`).
+#: Those plots were 0.1-0.3 MiB each, more than half of ``reference/``.
+CHAPTER_RUN_SUFFIXES = (".json", ".txt", ".md")
 LEAVE_OUT = ("requests.jsonl", "workload.jsonl", "vllm-custom.jsonl")
 #: What comes back from the device machine: at most 8 files of 16 MiB each.
 PART_BYTES = 16 * 2**20 - 4096
@@ -94,10 +99,11 @@ def notebook_outputs(nb) -> tuple[str, list[bytes], list[str]]:
     return joined, pngs, checks
 
 
-def copy_small_files(src: Path, dest: Path, since: float) -> list[str]:
+def copy_small_files(src: Path, dest: Path, since: float,
+                     suffixes: tuple[str, ...] = KEEP_SUFFIXES) -> list[str]:
     """Copy the files under ``src`` written since ``since`` (epoch s) that are worth packing
-    (:data:`KEEP_SUFFIXES`, at most :data:`MAX_FILE_BYTES`) to ``dest``, keeping their paths.
-    Returns what was left out, as ``path (why)``."""
+    (ending in one of ``suffixes``, at most :data:`MAX_FILE_BYTES`) to ``dest``, keeping their
+    paths. Returns what was left out for its size, as ``path (why)``."""
     left_out = []
     if not src.is_dir():
         return left_out
@@ -105,7 +111,7 @@ def copy_small_files(src: Path, dest: Path, since: float) -> list[str]:
         rel = path.relative_to(src)
         if path.stat().st_mtime < since:
             continue
-        if path.name in LEAVE_OUT or path.suffix not in KEEP_SUFFIXES:
+        if path.name in LEAVE_OUT or path.suffix not in suffixes:
             continue
         if path.stat().st_size > MAX_FILE_BYTES:
             left_out.append(f"{rel} ({path.stat().st_size / 2**20:.1f} MiB)")
@@ -181,7 +187,8 @@ def run_chapter(item: Item, dest: Path, broker_url: str, deadline: float) -> dic
     # a chapter writes under results/chapters/<its name>/, a lab next to its notebook
     results = (REPO_ROOT / "results" / "chapters" / path.stem if item.kind == "chapter"
                else path.parent / "results")
-    left_out = copy_small_files(results, dest / "runs", since=t0)
+    left_out = copy_small_files(results, dest / "runs", since=t0,
+                                suffixes=CHAPTER_RUN_SUFFIXES)
     servers = ("servers borrowed from the call's pool" if item.kind == "chapter"
                else "its run cell started its own servers")
     return {"how": f"the notebook executed top to bottom, unchanged (nbclient), {servers}",

@@ -462,11 +462,17 @@ def test_time_s_shortens_the_call_but_keeps_the_plans_items(monkeypatch, tmp_pat
 
 def test_a_chapters_figures_come_back_even_where_mplbackend_is_agg(monkeypatch, tmp_path):
     """plt.show() under the Agg backend draws nothing: the H200 runs of chapters 10, 13, 17 and
-    18 came back without one figure. The runner gives the kernel ipykernel's inline backend."""
+    18 came back without one figure. The runner gives the kernel ipykernel's inline backend.
+    Of the runs the chapter wrote, the numbers come back and the per-run plots do not."""
     monkeypatch.setenv("MPLBACKEND", "Agg")        # as tests/notebooks/conftest.py sets it
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\n"
-                                          "plt.plot([1, 2, 3])\nplt.show()\nprint('drawn')")]
+                                          "plt.plot([1, 2, 3])\nplt.show()\nprint('drawn')"),
+                nbformat.v4.new_code_cell(
+                    "import pathlib; run = pathlib.Path('../results/chapters/99_plot/r-1')\n"
+                    "run.mkdir(parents=True)\n"
+                    "for name in ('summary.json', 'timeseries.json', 'timeseries.png'):\n"
+                    "    (run / name).write_text('{}')")]
     (tmp_path / "chapters").mkdir()
     nbformat.write(nb, tmp_path / "chapters" / "99_plot.ipynb")
     monkeypatch.setattr(runmod, "REPO_ROOT", tmp_path)
@@ -478,6 +484,8 @@ def test_a_chapters_figures_come_back_even_where_mplbackend_is_agg(monkeypatch, 
     assert (dest / "outputs.txt").read_text() == "drawn\n"
     png = (dest / "figure-01.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 1000
+    assert sorted(p.name for p in (dest / "runs").rglob("*") if p.is_file()) == \
+        ["summary.json", "timeseries.json"]
     assert os.environ["MPLBACKEND"] == "Agg"    # restored after the run
 
 
