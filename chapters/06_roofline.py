@@ -558,6 +558,29 @@ for ax in axes:
 # model's steps are so cheap that fixed per-step costs, not the roofs, set the decode speed.
 
 # %% [markdown]
+# ### The same cells on an H100: same compute, less bandwidth
+# Several times the course's GPU machine came with an NVIDIA H100 80GB (HBM3) instead; it ran this
+# notebook too (2026-12-06, `reference/h100-80g/chapters/06_roofline/`, the line under the H200
+# run above). The two GPUs make the roofline's prediction testable: by NVIDIA's datasheets an
+# H100 SXM and an H200 have the same dense bf16 compute (989 TFLOP/s each) and different memory
+# (3.35 against 4.8 TB/s). The peaks measured on each agree: a bf16 matmul reached 787 and 782
+# TFLOP/s, the copy 3.00 and 4.25 TB/s (x1.42). The next cell puts the two runs' points side by
+# side. Prefill, compute-bound, runs at the same speed on both; decode at batch 1, memory-bound,
+# is about x1.3 faster on the H200, close to its bandwidth advantage; at batch 128 the intensity
+# is higher (about 112 FLOP/byte, still left of both ridges) and the gain is smaller. A bigger
+# memory bus speeds up the bandwidth-bound steps and nothing else.
+
+# %%
+h100_points = nb.reference("h100-80g/chapters/06_roofline/runs/points.json")
+if dedicated is not None and h100_points is not None:
+    two_gpus = pd.DataFrame({"H200 tok/s": {p["point"]: p["tok_s"] for p in dedicated},
+                             "H100 tok/s": {p["point"]: p["tok_s"] for p in h100_points},
+                             "intensity (FLOP/byte)": {p["point"]: p["intensity"] for p in dedicated}})
+    two_gpus["H200 / H100"] = two_gpus["H200 tok/s"] / two_gpus["H100 tok/s"]
+    display(two_gpus.style.format({"H200 tok/s": "{:,.0f}", "H100 tok/s": "{:,.0f}",
+                                   "intensity (FLOP/byte)": "{:,.1f}", "H200 / H100": "x{:.2f}"}))
+
+# %% [markdown]
 # ## Summary
 # - FLOPs per token ≈ 2 × the parameters used in matmuls (plus $4Hd$ per layer per token of
 #   context for attention); each engine step reads every weight once, and each decoding request
