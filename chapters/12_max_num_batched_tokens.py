@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python (vllm-course)
 #     language: python
@@ -78,6 +78,7 @@ ON_CPU = profile.device == "cpu"
 # | hardware | `vllm serve` | `LLM(...)` |
 # |---|---|---|
 # | CPU | 2,048 × world size | 4,096 × world size |
+# | GPUs with ≥ 160 GiB (B200, B300; vLLM 0.32) | 16,384 | 16,384 |
 # | GPUs with ≥ 70 GiB that are not A100 (H100, H200, MI300) | 8,192 | 16,384 |
 # | other GPUs | 2,048 | 8,192 |
 #
@@ -131,7 +132,12 @@ import math
 
 import pandas as pd
 
-DEFAULT_BUDGET = 2048 if ON_CPU else 8192   # vLLM serve default: CPU; H100/H200-class GPU
+from vllm_course.server import default_max_num_batched_tokens
+
+# vLLM serve's default for this machine (the table above): 2048 on the CPU, 8192 on an H100/H200
+gpu = None if ON_CPU else machine.gpu_info()[0]
+DEFAULT_BUDGET = (default_max_num_batched_tokens("cpu") if ON_CPU else
+                  default_max_num_batched_tokens("gpu", gpu.memory_mib * 2**20, gpu.name))
 if ON_CPU:
     BUDGETS = [64, 256, DEFAULT_BUDGET] if nb.size() == "full" else [64, DEFAULT_BUDGET]
     LONG_IN, SHORT_IN, SHORT_OUT = (1800, 1950), (32, 128), (48, 80)
@@ -593,7 +599,8 @@ if all(bench.values()):
 #   prompt tokens; a prompt that does not fit is chunked over several steps. Chunked prefill is
 #   always on in V1: there is no flag to turn on.
 # - The default depends on the hardware (2,048 for `vllm serve` on CPU and on smaller GPUs, 8,192 on
-#   H100/H200-class GPUs, doubled by `--performance-mode throughput`).
+#   H100/H200-class GPUs, 16,384 from 160 GiB in vLLM 0.32, doubled by `--performance-mode
+#   throughput`); this chapter's default server is whatever yours gets.
 # - A smaller budget cuts the stalls that generating requests see while long prompts are
 #   prefilled, and makes the long prompts (and requests queued behind them) wait longer for their
 #   first token. A larger budget does the opposite. The total work does not change.
