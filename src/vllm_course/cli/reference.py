@@ -81,8 +81,9 @@ def reference_run(items: tuple[str, ...], number: int, call_s: int, time_s: int 
 
 @reference.command("unpack")
 @click.argument("parts", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--profile", default="h200", show_default=True)
-def reference_unpack(parts: tuple[str, ...], profile: str) -> None:
+@click.option("--profile", default=None,
+              help="The folder of reference/ to fill [default: the profile the runs record].")
+def reference_unpack(parts: tuple[str, ...], profile: str | None) -> None:
     """Put what a call packed (PARTS: reference-call-K.tgz.NN) under reference/PROFILE/."""
     from vllm_course.reference.run import unpack
 

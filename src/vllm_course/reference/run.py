@@ -361,14 +361,20 @@ def pack(folder: Path, to: Path, name: str) -> list[Path]:
     return parts
 
 
-def unpack(parts: list[Path], profile: str = "h200", root: Path = REFERENCE_ROOT) -> list[str]:
-    """Join ``parts`` (in name order) and put each item's folder they hold (as their
-    :data:`MANIFEST` lists them) under ``root/<profile>/``, replacing what was there. Returns
-    the folders written, relative to ``root``.
+def _recorded_profile(run_json: bytes | None) -> str | None:
+    """The ``profile`` an item's ``run.json`` records, if it can be read."""
+    try:
+        return json.loads(run_json or b"{}").get("profile")
+    except (ValueError, AttributeError):
+        return None
+
+
+def _read_pack(parts: list[Path]) -> dict[str, bytes]:
+    """The files of a pack split into ``parts`` (joined in name order), by path.
 
     Raises:
-        ValueError: a member is not a plain file or folder inside the pack, or the parts hold
-            no manifest.
+        ValueError: a member is not a plain file or folder inside the pack, or there is no
+            manifest.
     """
     data = b"".join(p.read_bytes() for p in sorted(parts))
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
@@ -383,8 +389,49 @@ def unpack(parts: list[Path], profile: str = "h200", root: Path = REFERENCE_ROOT
     if MANIFEST not in files:
         raise ValueError(f"the parts hold no {MANIFEST}: not a pack of `vllm-course reference "
                          "run`, or a part is missing")
+    return files
+
+
+def _pack_profile(files: dict[str, bytes], dests: list[str], profile: str | None) -> str:
+    """``profile``, or the one the items' ``run.json`` record when it is ``None``.
+
+    Raises:
+        ValueError: an item records another profile, or none is given and the items record
+            none or several.
+    """
+    recorded = {dest: _recorded_profile(files.get(f"{dest}/run.json")) for dest in dests}
+    seen = sorted({p for p in recorded.values() if p})
+    if profile is None:
+        if len(seen) != 1:
+            said = f"profiles {', '.join(seen)}" if seen else "no profile"
+            raise ValueError(f"the items' run.json record {said}: name the folder of "
+                             "reference/ they go to with --profile")
+        profile = seen[0]
+    if wrong := {dest: p for dest, p in recorded.items() if p and p != profile}:
+        dest, made_on = next(iter(wrong.items()))
+        raise ValueError(f"nothing unpacked: {dest} was run on profile {made_on} (its run.json), "
+                         f"not {profile}; pass --profile {made_on}")
+    return profile
+
+
+def unpack(parts: list[Path], profile: str | None = None,
+           root: Path = REFERENCE_ROOT) -> list[str]:
+    """Join ``parts`` (in name order) and put each item's folder they hold (as their
+    :data:`MANIFEST` lists them) under ``root/<profile>/``, replacing what was there. Returns
+    the folders written, relative to ``root``. ``profile`` defaults to the one the items'
+    ``run.json`` record (the machine's, as the runner saw it), so an H100's runs cannot land
+    in ``h200/`` by a forgotten option.
+
+    Raises:
+        ValueError: a member is not a plain file or folder inside the pack; the parts hold no
+            manifest; ``profile`` differs from the one an item's ``run.json`` records; or none is
+            given and the items record none or several. Nothing is written then.
+    """
+    files = _read_pack(parts)
+    dests = list(json.loads(files[MANIFEST]).values())
+    profile = _pack_profile(files, dests, profile)
     written = []
-    for dest in json.loads(files[MANIFEST]).values():
+    for dest in dests:
         target = root / profile / dest
         if target.exists():
             shutil.rmtree(target)

@@ -382,6 +382,31 @@ def test_a_big_call_is_split_into_parts_and_joined_again(tmp_path, monkeypatch):
         runmod.pack(folder, tmp_path / "out2", "p")
 
 
+def test_unpack_puts_runs_under_the_profile_they_record_and_refuses_another(tmp_path):
+    """The H100 runs of 2026-12-05/06 had to be unpacked with --profile h100-80g: without it
+    they went to reference/h200/. Now the runs' own record decides, and a wrong --profile
+    writes nothing."""
+    folder = _call_folder(tmp_path)
+    for dest in ("chapters/11_x", "labs/lab02"):
+        (folder / dest / "run.json").write_text(json.dumps({"profile": "h100-80g"}))
+    parts = runmod.pack(folder, tmp_path / "out", "p")
+    root = tmp_path / "ref"
+    with pytest.raises(ValueError, match="chapters/11_x was run on profile h100-80g .*"
+                                         "not h200; pass --profile h100-80g"):
+        runmod.unpack(parts, "h200", root)
+    assert not root.exists()
+    assert runmod.unpack(parts, root=root) == ["h100-80g/chapters/11_x", "h100-80g/labs/lab02"]
+    assert (root / "h100-80g/labs/lab02/calibration.json").read_text() == "2"
+    (folder / "labs/lab02/run.json").write_text(json.dumps({"profile": "h200"}))
+    mixed = runmod.pack(folder, tmp_path / "out2", "p")
+    with pytest.raises(ValueError, match="record profiles h100-80g, h200: name the folder"):
+        runmod.unpack(mixed, root=root)
+    unrecorded = runmod.pack(_call_folder(tmp_path / "old"), tmp_path / "out3", "p")
+    with pytest.raises(ValueError, match="record no profile"):
+        runmod.unpack(unrecorded, root=root)
+    assert runmod.unpack(unrecorded, "h200", root) == ["h200/chapters/11_x", "h200/labs/lab02"]
+
+
 def test_unpack_refuses_a_pack_without_its_manifest(tmp_path):
     folder = _call_folder(tmp_path)
     (folder / runmod.MANIFEST).unlink()
