@@ -384,8 +384,8 @@ def test_a_big_call_is_split_into_parts_and_joined_again(tmp_path, monkeypatch):
 
 def test_unpack_puts_runs_under_the_profile_they_record_and_refuses_another(tmp_path):
     """The H100 runs of 2026-12-05/06 had to be unpacked with --profile h100-80g: without it
-    they went to reference/h200/. Now the runs' own record decides, and a wrong --profile
-    writes nothing."""
+    they would have gone to reference/h200/ (the default then). Now the runs' own record
+    decides, and a wrong --profile writes nothing."""
     folder = _call_folder(tmp_path)
     for dest in ("chapters/11_x", "labs/lab02"):
         (folder / dest / "run.json").write_text(json.dumps({"profile": "h100-80g"}))
