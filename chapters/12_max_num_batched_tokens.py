@@ -132,13 +132,10 @@ import math
 
 import pandas as pd
 
-from vllm_course.server import default_max_num_batched_tokens
+from vllm_course.server import default_max_num_batched_tokens, this_machine
 
 # vLLM serve's default for this machine (the table above): 2048 on the CPU, 8192 on an H100/H200
-# (a GPU that nvidia-smi does not list counts as a small one, as the library's server facts do)
-gpus = () if ON_CPU else machine.gpu_info()
-DEFAULT_BUDGET = default_max_num_batched_tokens(
-    "cpu" if ON_CPU else "gpu", *((gpus[0].memory_mib * 2**20, gpus[0].name) if gpus else ()))
+DEFAULT_BUDGET = default_max_num_batched_tokens(*this_machine())
 if ON_CPU:
     BUDGETS = [64, 256, DEFAULT_BUDGET] if nb.size() == "full" else [64, DEFAULT_BUDGET]
     LONG_IN, SHORT_IN, SHORT_OUT = (1800, 1950), (32, 128), (48, 80)

@@ -41,6 +41,7 @@ from vllm_course.server.startup import (
     default_max_num_batched_tokens,
     default_max_num_seqs,
     parse_startup_log,
+    this_machine,
 )
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "check_flags", "check_values",
     "check_config", "classify_failure", "default_max_num_batched_tokens", "default_max_num_seqs",
     "default_pool", "effective_args", "flag_kinds", "free_port", "known_flags", "parse_startup_log",
+    "this_machine",
     "port_is_free", "tail",
 ]
 

@@ -39,6 +39,7 @@ from vllm_course.server.startup import (
     default_max_num_batched_tokens,
     default_max_num_seqs,
     parse_startup_log,
+    this_machine,
 )
 
 DEV_MODE = "VLLM_SERVER_DEV_MODE"
@@ -223,11 +224,8 @@ class VLLMServer:
         facts = self.facts
         if facts.max_num_seqs is not None and facts.max_num_batched_tokens is not None:
             return
-        cpu = machine.vllm_build() == "cpu"
-        gpus = () if cpu else machine.gpu_info()
-        mem, name = (gpus[0].memory_mib * 2**20, gpus[0].name) if gpus else (None, "")
+        device, mem, name = this_machine()
         mode = {**self.profile_args, **self.config.args}.get("performance-mode")
-        device = "cpu" if cpu else "gpu"
         if facts.max_num_batched_tokens is None:
             facts.max_num_batched_tokens = default_max_num_batched_tokens(device, mem, name, mode)
         if facts.max_num_seqs is None:

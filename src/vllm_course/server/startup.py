@@ -7,6 +7,8 @@ import re
 
 from pydantic import BaseModel, ConfigDict
 
+from vllm_course.env import machine
+
 
 class StartupFacts(BaseModel):
     """What the server said about itself while starting.
@@ -86,6 +88,17 @@ def parse_startup_log(text: str) -> StartupFacts:
         facts.max_num_seqs = int(m.group(1))
         facts.max_num_seqs_source = "flag"
     return facts
+
+
+def this_machine() -> tuple[str, int | None, str]:
+    """(device, GPU memory in bytes, GPU name) as :func:`default_max_num_seqs` and
+    :func:`default_max_num_batched_tokens` take them, for this machine: ``"cpu"`` under vLLM's
+    CPU build, else the first GPU ``nvidia-smi`` lists (none listed: ``None`` and ``""``, which
+    count as a small GPU)."""
+    if machine.vllm_build() == "cpu":
+        return "cpu", None, ""
+    gpus = machine.gpu_info()
+    return ("gpu", gpus[0].memory_mib * 2**20, gpus[0].name) if gpus else ("gpu", None, "")
 
 
 def default_max_num_seqs(

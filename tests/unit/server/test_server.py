@@ -502,6 +502,18 @@ def test_default_max_num_seqs(args: tuple, expected: int) -> None:
     assert default_max_num_seqs(*args) == expected
 
 
+def test_this_machine_is_what_the_defaults_read(monkeypatch) -> None:
+    """Chapter 12's default budget and the server facts' fallback both come from here."""
+    monkeypatch.setattr(env, "vllm_build", lambda: "cpu")
+    assert server.this_machine() == ("cpu", None, "")
+    monkeypatch.setattr(env, "vllm_build", lambda: "cuda")
+    monkeypatch.setattr(env, "gpu_info", lambda: (env.GPUInfo("NVIDIA H100 80GB HBM3", 81559),))
+    assert server.this_machine() == ("gpu", 81559 * 2**20, "NVIDIA H100 80GB HBM3")
+    assert server.default_max_num_batched_tokens(*server.this_machine()) == 8192
+    monkeypatch.setattr(env, "gpu_info", lambda: ())
+    assert server.default_max_num_batched_tokens(*server.this_machine()) == 2048
+
+
 def test_default_max_num_seqs_by_keyword() -> None:
     assert default_max_num_seqs(
         "gpu", gpu_memory_bytes=141 * GiB, gpu_name="NVIDIA H200",
