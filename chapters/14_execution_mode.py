@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python (vllm-course)
 #     language: python
@@ -518,6 +518,16 @@ if perf and base:
 # while a 6,144-token prefill took the same time either way (1.03 x). The 40 s of extra start are
 # repaid after about 3,700 decode steps at that batch size, some 18 s of decoding: on a GPU,
 # `--enforce-eager` is for debugging and for servers that live seconds, not for serving.
+#
+# The line under the H200 run is the same cells on an H100 80GB (2026-12-06, all five checks
+# held; `reference/h100-80g/chapters/14_execution_mode/`): engine init 32.3 s compiled against
+# 2.5 s eager (10.3 s on a restart with the compile cache), decode 6.1 ms per step compiled
+# against 12.7 ms eager (0.48 x), the 6,144-token prefill the same (1.00 x). Set beside the
+# H200, the eager step was *faster* on the H100 (12.7 vs 15.7 ms) and the compiled one slower
+# (6.1 vs 4.9 ms, x1.25). Without graphs each step waits on the host's Python launching kernels,
+# so an eager step time measures the host (the two GPUs sat in different machines); with CUDA
+# graphs it measures the GPU, and the H200's faster memory shows, though by less than the x1.42
+# between the two cards' copy bandwidths in chapter 06 (a 5-6 ms step is not all weight reads).
 #
 # The `--performance-mode throughput` run gave about 9 % more total throughput than the defaults,
 # with P99 TTFT and P99 TPOT both a little lower. It is one run of each (expect a few percent of
