@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -23,18 +24,39 @@ def reference() -> None:
     """GPU reference runs: chapters, labs and comparisons split into device calls."""
 
 
+def _plan_profile(profile: str | None) -> str:
+    """``--profile``, else ``$PROFILE``, else ``h200``: the profile ``reference run`` plans with
+    on a device machine whose ``PROFILE`` is set the same way.
+
+    Raises:
+        BadInput: the name is not one of the course's profiles.
+    """
+    from vllm_course.env import profile_names
+
+    name = profile or os.environ.get("PROFILE") or "h200"
+    if name not in profile_names():
+        given = "--profile" if profile else "$PROFILE"
+        raise BadInput(f"{given} {name!r} is not a profile; choose one of "
+                       f"{', '.join(profile_names())}")
+    return name
+
+
 @reference.command("plan")
 @click.argument("items", nargs=-1, required=True)
-@click.option("--profile", default="h200", show_default=True,
-              help="The reference profile whose last runs give the estimates.")
+@click.option("--profile", default=None,
+              help="The reference profile whose last runs give the estimates [default: "
+                   "$PROFILE if set, else h200, as 'reference run' plans on a device machine "
+                   "with that PROFILE].")
 @click.option("--call-s", type=click.IntRange(min=60), default=540, show_default=True,
               help="Seconds one device call may take.")
-def reference_plan(items: tuple[str, ...], profile: str, call_s: int) -> None:
+def reference_plan(items: tuple[str, ...], profile: str | None, call_s: int) -> None:
     """Print how ITEMS (ch01-ch08, lab03, bench-burst, demo, chapters, labs, bench, all) split
     into device calls, with the estimated device time; runs nothing."""
     from vllm_course.reference.plan import describe
 
-    click.echo(describe(_calls(items, profile, call_s)))
+    name = _plan_profile(profile)
+    click.echo(f"profile {name}: estimates from reference/{name}/")
+    click.echo(describe(_calls(items, name, call_s)))
 
 
 @reference.command("run")
@@ -55,7 +77,8 @@ def reference_plan(items: tuple[str, ...], profile: str, call_s: int) -> None:
 def reference_run(items: tuple[str, ...], number: int, call_s: int, time_s: int | None,
                   out: str, pack_to: str | None) -> None:
     """Run call NUMBER of the plan for ITEMS on this machine (the device machine); the plan is
-    printed first, as 'reference plan ITEMS --call-s' prints it."""
+    printed first, as 'reference plan ITEMS --call-s' prints it for this machine's profile
+    ($PROFILE, else the one its GPU gets)."""
     from vllm_course import env
     from vllm_course.reference.plan import describe
     from vllm_course.reference.run import pack, run_call

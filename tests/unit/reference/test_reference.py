@@ -614,3 +614,36 @@ def test_the_committed_h100_run_of_chapter_17_is_named_under_its_h200_run():
     assert [line.split(":")[0] for line in lines] == [
         "also on NVIDIA H100 80GB HBM3 (81,559 MiB), profile h100-80g, 2026-12-06, vLLM 0.26.0"]
     assert "all 7 checks held" in lines[0]
+
+
+def test_plan_uses_the_profile_the_device_run_will(monkeypatch):
+    """``reference run`` plans with the machine's profile ($PROFILE on the device); ``reference
+    plan`` without --profile takes $PROFILE too, so both number the same calls. An H100 plan
+    made with the H200's estimates had split ch04 ... ch18 differently from the device's."""
+    from click.testing import CliRunner
+
+    from vllm_course.cli import main
+
+    seen: list[str] = []
+
+    def fake_catalog(profile):
+        seen.append(profile)
+        return [_item("a", 100)]
+
+    monkeypatch.setattr("vllm_course.reference.catalog", fake_catalog)
+    monkeypatch.setattr("vllm_course.reference.select", lambda ids, cat: cat)
+    runner = CliRunner()
+    monkeypatch.delenv("PROFILE", raising=False)
+    assert runner.invoke(main, ["reference", "plan", "a"]).exit_code == 0
+    monkeypatch.setenv("PROFILE", "h100-80g")
+    result = runner.invoke(main, ["reference", "plan", "a"])
+    assert result.exit_code == 0 and "profile h100-80g: estimates from reference/h100-80g/" \
+        in result.output
+    assert runner.invoke(main, ["reference", "plan", "a", "--profile", "h200"]).exit_code == 0
+    assert seen == ["h200", "h100-80g", "h200"]
+    monkeypatch.setenv("PROFILE", "h100")                     # a typo: refused, nothing planned
+    result = runner.invoke(main, ["reference", "plan", "a"])
+    assert result.exit_code != 0 and "$PROFILE 'h100' is not a profile" in result.output
+    result = runner.invoke(main, ["reference", "plan", "a", "--profile", "h20"])
+    assert result.exit_code != 0 and "--profile 'h20' is not a profile" in result.output
+    assert seen == ["h200", "h100-80g", "h200"]
