@@ -440,14 +440,14 @@ nb.show_reference_run("h200/chapters/11_max_num_seqs/run.json")
 # The line under the H200 run is an H100 80GB run of the chapter as it stands now (2026-12-06,
 # `reference/h100-80g/chapters/11_max_num_seqs/`). The check that stopped the H200 run has been
 # rewritten since: "below the cap, the cap changes nothing" is now judged by what the cap
-# governs (how many requests run at once, preemptions, and the engine steps the same requests
-# need: 594 on both servers at 4 in flight), no longer by median TPOT, which under
-# `--enforce-eager` moves with the host from point to point (14.8 vs 15.5 ms there). All ten
-# checks held on the H100. Its capped server gave 215 tok/s at 4 in flight and 332-466 tok/s
-# from 8 to 24 in flight, with the same 297 engine steps at 16 and 24: past the knee the batch
-# stays at 8 and only the step time moves. The default preempted 18 times at 24 in flight and
-# gave 471 tok/s, no clear gain over the cap. The H200 run of the chapter as it stands is
-# pending.
+# governs (how many requests run at once, and preemptions), no longer by median TPOT, which
+# under `--enforce-eager` moves with the host from point to point: on the H100 the capped
+# server ran a batch of 8 in 297 and 298 engine steps at 8 and at 12 in flight, with a median
+# TPOT of 21.5 and 15.7 ms. All ten checks held there. The capped server gave 215 tok/s at 4 in
+# flight and 332-466 tok/s from 8 to 24 in flight, the same 297 engine steps at 16 and 24: past
+# the knee the batch stays at 8 and only the step time moves. The default preempted 18 times
+# at 24 in flight and gave 471 tok/s, no clear gain over the cap. The H200 run of the chapter
+# as it stands is pending.
 
 # %% [markdown]
 # ## Summary

@@ -519,10 +519,11 @@ if perf and base:
 # repaid after about 3,700 decode steps at that batch size, some 18 s of decoding: on a GPU,
 # `--enforce-eager` is for debugging and for servers that live seconds, not for serving.
 #
-# The line under the H200 run is the same cells on an H100 80GB (2026-12-06, all five checks
-# held; `reference/h100-80g/chapters/14_execution_mode/`): engine init 32.3 s compiled against
-# 2.5 s eager (10.3 s on a restart with the compile cache), decode 6.1 ms per step compiled
-# against 12.7 ms eager (0.48 x), the 6,144-token prefill the same (1.00 x). Set beside the
+# The line under the H200 run is this chapter as it stands, run on an H100 80GB (2026-12-06, all
+# five checks held; `reference/h100-80g/chapters/14_execution_mode/`): engine init 32.3 s
+# compiled against 2.5 s eager (10.3 s on a restart with the compile cache), decode 6.1 ms per
+# step compiled against 12.7 ms eager (0.48 x), the 6,144-token prefill the same (1.00 x; its
+# fastest of three runs, where the H200's run took the median). Set beside the
 # H200, the eager step was *faster* on the H100 (12.7 vs 15.7 ms) and the compiled one slower
 # (6.1 vs 4.9 ms, x1.25). Without graphs each step waits on the host's Python launching kernels,
 # so an eager step time measures the host (the two GPUs sat in different machines); with CUDA

@@ -55,7 +55,7 @@ def reference_plan(items: tuple[str, ...], profile: str | None, call_s: int) -> 
     from vllm_course.reference.plan import describe
 
     name = _plan_profile(profile)
-    click.echo(f"profile {name}: estimates from reference/{name}/")
+    click.echo(f"plan for profile {name}")
     click.echo(describe(_calls(items, name, call_s)))
 
 
@@ -83,9 +83,11 @@ def reference_run(items: tuple[str, ...], number: int, call_s: int, time_s: int 
     from vllm_course.reference.plan import describe
     from vllm_course.reference.run import pack, run_call
 
-    calls = _calls(items, env.current_profile().name, call_s)
+    name = env.current_profile().name
+    calls = _calls(items, name, call_s)
     if number > len(calls):
         raise BadInput(f"the plan has {len(calls)} call(s), not {number}")
+    click.echo(f"plan for profile {name}")
     click.echo(describe(calls))
     call = calls[number - 1]
     if time_s is not None and time_s < call.limit_s:
