@@ -59,6 +59,24 @@ def reference_plan(items: tuple[str, ...], profile: str | None, call_s: int) -> 
     click.echo(describe(_calls(items, name, call_s)))
 
 
+@reference.command("status")
+@click.argument("items", nargs=-1)
+def reference_status(items: tuple[str, ...]) -> None:
+    """Print, for ITEMS (default: all) and each GPU profile under reference/, the last run's
+    date, whether every check held or the claim it stopped at, and whether the item's source
+    (a chapter's code cells, a lab's folder, a comparison's script) changed since that run was
+    committed: a run to redo; runs nothing."""
+    from vllm_course.reference import catalog, select
+    from vllm_course.reference.status import describe, standings
+
+    every = catalog("h200")
+    try:
+        chosen = select(list(items), every) if items else every   # every: chapter parts too
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    click.echo(describe(standings(chosen)))
+
+
 @reference.command("run")
 @click.argument("items", nargs=-1, required=True)
 @click.option("--call", "number", type=click.IntRange(min=1), required=True,

@@ -646,3 +646,75 @@ def test_plan_uses_the_profile_the_device_run_will(monkeypatch):
     result = runner.invoke(main, ["reference", "plan", "a", "--profile", "h20"])
     assert result.exit_code != 0 and "--profile 'h20' is not a profile" in result.output
     assert seen == ["h200", "h100-80g", "h200"]
+
+
+# -- where the runs stand ---------------------------------------------------------------------
+
+
+def _notebook(code: str, prose: str) -> str:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(prose), nbformat.v4.new_code_cell(code)]
+    return nbformat.writes(nb)
+
+
+def test_status_tells_a_stale_run_from_a_current_one(tmp_path, monkeypatch):
+    """A run is to redo when it stopped, or when its chapter's code cells changed after its
+    run.json landed; a prose edit changes nothing. A lab calibrated before the runner counts
+    as run; an item with neither is pending."""
+    import shutil
+    import subprocess
+
+    from vllm_course.reference import status
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c",
+                        "user.email=t@t", *args], check=True, capture_output=True)
+
+    (tmp_path / "chapters").mkdir()
+    for name in ("01_a", "02_b"):
+        (tmp_path / f"chapters/{name}.ipynb").write_text(_notebook("x = 1", "prose"))
+    ref = tmp_path / "reference"
+    for profile, dest, run in (
+            ("h200", "chapters/01_a", {"measured": "2026-12-01", "checks": ["ok: a", "ok: b"]}),
+            ("h200", "chapters/02_b", {"measured": "2026-12-02", "checks": ["ok: a"],
+                                       "failed": "CheckFailed: expected: the claim  [1 vs 2]"}),
+            ("h100-80g", "chapters/02_b", {"measured": "2026-12-03", "checks": ["ok: a"]})):
+        (ref / profile / dest).mkdir(parents=True)
+        (ref / profile / dest / "run.json").write_text(json.dumps(run))
+    (ref / "h200/labs").mkdir()
+    (ref / "h200/labs/lab02-calibration.json").write_text(json.dumps({"valid": True}))
+    (tmp_path / "labs/source/lab02").mkdir(parents=True)
+    (tmp_path / "labs/source/lab02/lab02.ipynb").write_text(_notebook("y = 2", "lab"))
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "runs")
+    items = [_item("01_a", 0), _item("02_b", 0), Item("lab02", "lab", "lab02", "labs/lab02", 0,
+                                                       "test")]
+
+    def table():
+        return {(r.item, r.profile): (r.measured, r.outcome, r.changed)
+                for r in status.standings(items, ref, tmp_path)}
+
+    assert table() == {
+        ("01_a", "h100-80g"): ("", "pending", None),
+        ("01_a", "h200"): ("2026-12-01", "all 2 checks held", False),
+        ("02_b", "h100-80g"): ("2026-12-03", "all 1 checks held", False),
+        ("02_b", "h200"): ("2026-12-02", "stopped: the claim", False),
+        ("lab02", "h100-80g"): ("", "pending", None),
+        ("lab02", "h200"): (table()[("lab02", "h200")][0],
+                            "calibrated: lab02-calibration.json (valid: True)", False)}
+    (tmp_path / "chapters/01_a.ipynb").write_text(_notebook("x = 1", "prose, rewritten"))
+    (tmp_path / "chapters/02_b.ipynb").write_text(_notebook("x = 2", "prose"))
+    (tmp_path / "labs/source/lab02/data.txt").write_text("new file")
+    now = table()
+    assert now[("01_a", "h200")][2] is False                 # prose only: still current
+    assert now[("02_b", "h200")][2] is True and now[("02_b", "h100-80g")][2] is True
+    assert now[("lab02", "h200")][2] is True                 # a file added to the lab's folder
+    text = status.describe(status.standings(items, ref, tmp_path))
+    assert "h200: 3 of 3 run; to redo: 02_b lab02; pending: none" in text
+    assert "h100-80g: 1 of 3 run; to redo: 02_b; pending: 01_a lab02" in text
+    plain = tmp_path / "plain"                                 # no git history: unknown
+    shutil.copytree(ref, plain / "reference")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    assert status.source_changed(plain / "reference/h200/chapters/01_a/run.json",
+                                 ["chapters/01_a.ipynb"], plain) is None
