@@ -36,6 +36,7 @@ from vllm_course.reference.catalog import (
     Item,
 )
 from vllm_course.reference.plan import Call
+from vllm_course.reference.status import source_digest
 from vllm_course.server import ServerPool, registry
 from vllm_course.server.broker import ENV_VAR, PoolBroker
 from vllm_course.server.groups import stop_group
@@ -319,7 +320,9 @@ def run_call(call: Call, out: Path, *, calls: int = 1,
                 run = {"item": item.id, "kind": item.kind, **facts, "model": profile.model,
                        "device_call": f"{call.number} of {calls}", "wall_s": wall,
                        "estimate_s": item.estimate_s, **fields,
-                       "servers": recorder.take(), "numbers": []}
+                       "servers": recorder.take(), "numbers": [],
+                       # what the item's source executed (`reference status` compares it)
+                       "source_sha256": source_digest(item)}
                 run["headline"] = (
                     f"{facts['gpu']} run of {item.id}: {facts['measured']}, vLLM "
                     f"{facts['vllm_version']}, driver {facts['driver']}, profile "

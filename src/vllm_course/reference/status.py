@@ -1,15 +1,18 @@
 """Where the reference runs stand: for each item and each GPU profile folder under
 ``reference/``, its last run (date, whether every check held or the claim it stopped at) and
-whether the item's source changed since that run was committed, so a stale run (a chapter's
-code cells rewritten since) is told from a current one before device time is spent.
+whether the item's source changed since that run, so a stale run (a chapter's code cells
+rewritten since) is told from a current one before device time is spent.
 
-"Changed" compares the item's source files at the commit that last changed its ``run.json``
-with the working tree; a notebook by its code cells only (its prose changes often, and the run
-did not execute it). Without git history (a tarball) it is unknown.
+"Changed" compares what the item's source executes (a notebook's code cells: its prose changes
+often, and a run does not execute it) with what it executed in the run: exactly, by the
+``source_sha256`` the runner records in ``run.json``; for runs older than that record, by the
+source at the commit that last changed the run's ``run.json`` (a fix landed in that same
+commit is missed), and without git history (a downloaded archive) not at all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from dataclasses import dataclass
@@ -46,25 +49,18 @@ class Standing:
 
 
 def sources(item: Item) -> list[str]:
-    """The repository paths whose change can change what ``item`` measures: a chapter's
-    notebook (its jupytext twin holds the same code), a lab's folder, a comparison's script,
-    the module of the demo command (a change to another command in it counts too). Changes to
-    the library under them are not counted: they would mark every run stale."""
+    """The repository files whose change can change what ``item`` measures: a chapter's
+    notebook (its jupytext twin holds the same code), a lab's notebook (its calibration runs
+    the locked run cell with the solution), a comparison's script, the module of the demo
+    command (a change to another command in it counts too). Changes to the library beneath
+    them are not counted: they would mark every run."""
     if item.kind == "chapter":
         return [item.source]
     if item.kind == "lab":
-        return [f"labs/source/{item.id}"]
+        return [f"labs/source/{item.id}/{item.id}.ipynb"]
     if item.kind == "bench":
         return [item.source]
     return ["src/vllm_course/cli/runs.py"]
-
-
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess | None:
-    try:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                              timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
 
 
 def _code_cells(text: str) -> list[str] | None:
@@ -77,40 +73,51 @@ def _code_cells(text: str) -> list[str] | None:
             for c in cells if c.get("cell_type") == "code"]
 
 
-def _files(root: Path, commit: str, path: str) -> set[str]:
-    """The files under ``path`` at ``commit`` and in the working tree, new ones that git does
-    not ignore included (``path``: a file or a folder)."""
-    found = set()
-    for args in (("ls-tree", "-r", "--name-only", commit, "--", path),
-                 ("ls-files", "--cached", "--others", "--exclude-standard", "--", path)):
-        done = _git(root, *args)
-        if done is not None and done.returncode == 0:
-            found.update(done.stdout.split())
-    return found
+def _what_runs(path: str, text: str) -> str:
+    """What of a source file a run executes: a notebook's code cells, else the whole text."""
+    if path.endswith(".ipynb") and (cells := _code_cells(text)) is not None:
+        return "\0".join(cells)
+    return text
 
 
-def _differs(root: Path, commit: str, file: str) -> bool:
-    """Whether ``file`` differs between ``commit`` and the working tree; for a notebook, only
-    its code cells count (the runs executed those; the prose around them changes often)."""
-    then = _git(root, "show", f"{commit}:{file}")
-    now = root / file
-    if then is None or then.returncode != 0 or not now.is_file():
-        return True                                  # added or removed since
-    if file.endswith(".ipynb"):
-        return _code_cells(then.stdout) != _code_cells(now.read_text())
-    return then.stdout != now.read_text()
+def source_digest(item: Item, root: Path = REPO_ROOT) -> str | None:
+    """SHA-256 (hex) of what ``item``'s sources (:func:`sources`) execute, as the runner
+    records it in ``run.json`` (``source_sha256``); ``None`` if one is missing."""
+    digest = hashlib.sha256()
+    for path in sources(item):
+        try:
+            text = (root / path).read_text()
+        except OSError:
+            return None
+        digest.update(f"{path}\0{_what_runs(path, text)}\0".encode())
+    return digest.hexdigest()
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
 
 
 def source_changed(record: Path, paths: list[str], root: Path = REPO_ROOT) -> bool | None:
-    """Whether ``paths`` (files or folders, repository-relative) differ now from the commit that
-    last changed ``record`` (a run's ``run.json``); notebooks by their code cells only.
-    ``None`` when ``record`` is not committed or there is no git history."""
+    """Whether ``paths`` (repository-relative files) differ now from the commit that last
+    changed ``record`` (a run's ``run.json``), notebooks by their code cells only: for runs
+    made before the runner recorded ``source_sha256``. ``None`` when ``record`` is not
+    committed or there is no git history."""
     done = _git(root, "log", "-1", "--format=%H", "--", str(record.relative_to(root)))
     if done is None or done.returncode != 0 or not done.stdout.strip():
         return None
     commit = done.stdout.strip()
-    return any(_differs(root, commit, file) for path in paths
-               for file in sorted(_files(root, commit, path)))
+    for path in paths:
+        then = _git(root, "show", f"{commit}:{path}")
+        now = root / path
+        if then is None or then.returncode != 0 or not now.is_file():
+            return True                                  # added or removed since
+        if _what_runs(path, then.stdout) != _what_runs(path, now.read_text()):
+            return True
+    return False
 
 
 def _outcome(run: dict) -> str:
@@ -166,8 +173,11 @@ def standing(item: Item, profile: str, root: Path = REFERENCE_ROOT,
         measured = _committed_on(record, repo)      # the files hold no date: when they landed
     else:
         return Standing(item.id, profile, "", "pending", None)
-    return Standing(item.id, profile, measured, outcome,
-                    source_changed(record, sources(item), repo))
+    if run.get("source_sha256"):                     # recorded by the runner: exact
+        changed = source_digest(item, repo) != run["source_sha256"]
+    else:                                            # older runs: the commit that added them
+        changed = source_changed(record, sources(item), repo)
+    return Standing(item.id, profile, measured, outcome, changed)
 
 
 def standings(items: list[Item], root: Path = REFERENCE_ROOT,

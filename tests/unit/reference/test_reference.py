@@ -705,14 +705,25 @@ def test_status_tells_a_stale_run_from_a_current_one(tmp_path, monkeypatch):
                             "calibrated: lab02-calibration.json (valid: True)", False)}
     (tmp_path / "chapters/01_a.ipynb").write_text(_notebook("x = 1", "prose, rewritten"))
     (tmp_path / "chapters/02_b.ipynb").write_text(_notebook("x = 2", "prose"))
-    (tmp_path / "labs/source/lab02/data.txt").write_text("new file")
+    (tmp_path / "labs/source/lab02/lab02.ipynb").write_text(_notebook("y = 3", "lab"))
     now = table()
     assert now[("01_a", "h200")][2] is False                 # prose only: still current
     assert now[("02_b", "h200")][2] is True and now[("02_b", "h100-80g")][2] is True
-    assert now[("lab02", "h200")][2] is True                 # a file added to the lab's folder
+    assert now[("lab02", "h200")][2] is True                 # the lab's code changed
     text = status.describe(status.standings(items, ref, tmp_path))
     assert "h200: 3 of 3 run; to redo: 02_b lab02; pending: none" in text
     assert "h100-80g: 1 of 3 run; to redo: 02_b; pending: 01_a lab02" in text
+    # a run that records what it executed is judged by that, not by git: the H100 run of 02_b
+    # made with today's code is current, one recorded with other code is not
+    run_json = ref / "h100-80g/chapters/02_b/run.json"
+    run = json.loads(run_json.read_text())
+    run_json.write_text(json.dumps({**run, "source_sha256": status.source_digest(items[1],
+                                                                                tmp_path)}))
+    assert table()[("02_b", "h100-80g")][2] is False
+    run_json.write_text(json.dumps({**run, "source_sha256": "0" * 64}))
+    git("add", "-A")
+    git("commit", "-qm", "a run recorded with other code")     # git alone would call it current
+    assert table()[("02_b", "h100-80g")][2] is True
     plain = tmp_path / "plain"                                 # no git history: unknown
     shutil.copytree(ref, plain / "reference")
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
