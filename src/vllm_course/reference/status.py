@@ -31,7 +31,9 @@ class Standing:
         measured: the run's date (``YYYY-MM-DD``); ``""`` if there is no run.
         outcome: ``"all N checks held"``, ``"stopped: <claim>"``, ``"ok"`` (a run with no
             check lines: a lab calibration, a comparison), ``"calibrated: <files>"`` (a lab
-            calibrated before the runner existed) or ``"pending"``.
+            calibrated before the runner existed), ``"ok: merged.txt ..."`` (a comparison
+            whose repeats several calls made, ``compare_vllm_bench.py --merge``), ``"before the
+            runner: <file>"`` (see :data:`EARLIER`) or ``"pending"``.
         changed: whether the item's source changed since the run was committed; ``None`` when
             unknown (no run, or no git history).
     """
@@ -134,6 +136,11 @@ def _outcome(run: dict) -> str:
     return f"all {len(checks)} checks held" if checks else "ok"
 
 
+#: Items run before the runner existed whose results another layout keeps: (profile, item) ->
+#: the file under ``reference/<profile>/`` (dated by the commit that added it).
+EARLIER = {("h200", "bench-poisson"): "bench/client-wire-2026-12-04-poisson/comparison.json"}
+
+
 def _calibrated(folder: Path, lab: str) -> tuple[Path, str] | None:
     """A lab's calibration files from before the runner (``labs/lab02-calibration.json`` beside
     its folder): (the newest, ``"calibrated: <names> (valid ...)"``), or ``None``."""
@@ -151,7 +158,9 @@ def _calibrated(folder: Path, lab: str) -> tuple[Path, str] | None:
 
 
 def _committed_on(record: Path, root: Path) -> str:
-    done = _git(root, "log", "-1", "--format=%cs", "--", str(record.relative_to(root)))
+    """The date (``YYYY-MM-DD``) of the commit that added ``record``; ``""`` if unknown."""
+    done = _git(root, "log", "--diff-filter=A", "-1", "--format=%cs", "--",
+                str(record.relative_to(root)))
     return done.stdout.strip() if done is not None and done.returncode == 0 else ""
 
 
@@ -171,6 +180,13 @@ def standing(item: Item, profile: str, root: Path = REFERENCE_ROOT,
     elif item.kind == "lab" and (old := _calibrated(folder, item.id)):
         record, outcome = old
         measured = _committed_on(record, repo)      # the files hold no date: when they landed
+    elif (folder / "merged.txt").is_file():         # a comparison run over several calls
+        record, outcome = folder / "merged.txt", "ok: merged.txt joins several calls' repeats"
+        measured = _committed_on(record, repo)
+    elif (profile, item.id) in EARLIER and (root / profile / EARLIER[profile, item.id]).is_file():
+        record = root / profile / EARLIER[profile, item.id]
+        outcome = f"before the runner: {EARLIER[profile, item.id]}"
+        measured = _committed_on(record, repo)
     else:
         return Standing(item.id, profile, "", "pending", None)
     if run.get("source_sha256"):                     # recorded by the runner: exact

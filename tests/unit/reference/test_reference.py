@@ -729,3 +729,17 @@ def test_status_tells_a_stale_run_from_a_current_one(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     assert status.source_changed(plain / "reference/h200/chapters/01_a/run.json",
                                  ["chapters/01_a.ipynb"], plain) is None
+
+
+def test_status_counts_a_comparison_merged_from_several_calls_as_run(tmp_path):
+    """The H100's bench-burst took two calls: no run.json, its repeats joined in merged.txt."""
+    from vllm_course.reference import status
+
+    item = Item("bench-burst", "bench", "benchmarks/compare_vllm_bench.py", "bench/bench-burst",
+                0, "test")
+    (tmp_path / "h100-80g/bench/bench-burst").mkdir(parents=True)
+    (tmp_path / "h200/bench/bench-burst").mkdir(parents=True)
+    (tmp_path / "h100-80g/bench/bench-burst/merged.txt").write_text("merged")
+    rows = {r.profile: r.outcome for r in status.standings([item], tmp_path, tmp_path)}
+    assert rows == {"h100-80g": "ok: merged.txt joins several calls' repeats",
+                    "h200": "pending"}
