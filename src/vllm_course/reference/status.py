@@ -143,7 +143,7 @@ EARLIER = {("h200", "bench-poisson"): "bench/client-wire-2026-12-04-poisson/comp
 
 def _calibrated(folder: Path, lab: str) -> tuple[Path, str] | None:
     """A lab's calibration files from before the runner (``labs/lab02-calibration.json`` beside
-    its folder): (the newest, ``"calibrated: <names> (valid ...)"``), or ``None``."""
+    its folder): (the last by name, ``"calibrated: <names> (valid ...)"``), or ``None``."""
     files = sorted(folder.parent.glob(f"{lab}-*.json"))
     if not files:
         return None
@@ -154,7 +154,7 @@ def _calibrated(folder: Path, lab: str) -> tuple[Path, str] | None:
         except (OSError, ValueError, AttributeError):
             valid = None
         said.append(f"{file.name} (valid: {valid})")
-    return max(files, key=lambda f: f.stat().st_mtime), "calibrated: " + ", ".join(said)
+    return files[-1], "calibrated: " + ", ".join(said)
 
 
 def _committed_on(record: Path, root: Path) -> str:
@@ -172,7 +172,8 @@ def profiles(root: Path = REFERENCE_ROOT) -> list[str]:
 def standing(item: Item, profile: str, root: Path = REFERENCE_ROOT,
              repo: Path = REPO_ROOT) -> Standing:
     """Where ``item`` stands on ``profile``: its ``run.json`` under ``root/profile/item.dest``,
-    else (a lab) its calibration files from before the runner, else pending."""
+    else (a lab) its calibration files from before the runner, else a comparison's
+    ``merged.txt``, else its record in :data:`EARLIER`, else pending."""
     folder = root / profile / item.dest
     run = _last_run(folder)
     if run:
