@@ -62,10 +62,10 @@ def reference_plan(items: tuple[str, ...], profile: str | None, call_s: int) -> 
 @reference.command("status")
 @click.argument("items", nargs=-1)
 def reference_status(items: tuple[str, ...]) -> None:
-    """Print, for ITEMS (default: all) and each GPU profile under reference/, the last run's
-    date, whether every check held or the claim it stopped at, and whether the item's source
-    (a chapter's code cells, a lab's folder, a comparison's script) changed since that run was
-    committed: a run to redo; runs nothing."""
+    """Print, for ITEMS (default: every item, chapter parts included) and each GPU profile
+    under reference/, the last run's date, whether every check held or the claim it stopped
+    at, and whether the item's source (a chapter's or a lab's code cells, a comparison's
+    script) changed since that run: a run to redo; runs nothing."""
     from vllm_course.reference import catalog, select
     from vllm_course.reference.status import describe, standings
 

@@ -98,10 +98,12 @@ class Item:
 
 
 def _last_run(folder: Path) -> dict:
+    """``folder/run.json`` as a dict; ``{}`` if it is missing, unreadable or not an object."""
     try:
-        return json.loads((folder / "run.json").read_text())
+        run = json.loads((folder / "run.json").read_bytes())
     except (OSError, ValueError):
         return {}
+    return run if isinstance(run, dict) else {}
 
 
 def _kept_runs(folder: Path) -> tuple[int, int] | None:

@@ -18,7 +18,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_course.reference.catalog import REFERENCE_ROOT, REPO_ROOT, Item, _last_run
+from vllm_course.reference.catalog import (
+    CHAPTER_PARTS,
+    REFERENCE_ROOT,
+    REPO_ROOT,
+    Item,
+    _last_run,
+)
 
 
 @dataclass(frozen=True)
@@ -65,21 +71,21 @@ def sources(item: Item) -> list[str]:
     return ["src/vllm_course/cli/runs.py"]
 
 
-def _code_cells(text: str) -> list[str] | None:
-    """The code cells' sources of a notebook's JSON text; ``None`` if it is not one."""
+def _code_cells(data: bytes) -> list[str] | None:
+    """The code cells' sources of a notebook's JSON; ``None`` if it is not one."""
     try:
-        cells = json.loads(text)["cells"]
-    except (ValueError, KeyError, TypeError):
+        cells = json.loads(data)["cells"]
+        return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                for c in cells if c.get("cell_type") == "code"]
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-            for c in cells if c.get("cell_type") == "code"]
 
 
-def _what_runs(path: str, text: str) -> str:
-    """What of a source file a run executes: a notebook's code cells, else the whole text."""
-    if path.endswith(".ipynb") and (cells := _code_cells(text)) is not None:
-        return "\0".join(cells)
-    return text
+def _what_runs(path: str, data: bytes) -> bytes:
+    """What of a source file a run executes: a notebook's code cells, else the whole file."""
+    if path.endswith(".ipynb") and (cells := _code_cells(data)) is not None:
+        return "\0".join(cells).encode()
+    return data
 
 
 def source_digest(item: Item, root: Path = REPO_ROOT) -> str | None:
@@ -88,52 +94,83 @@ def source_digest(item: Item, root: Path = REPO_ROOT) -> str | None:
     digest = hashlib.sha256()
     for path in sources(item):
         try:
-            text = (root / path).read_text()
+            data = (root / path).read_bytes()
         except OSError:
             return None
-        digest.update(f"{path}\0{_what_runs(path, text)}\0".encode())
+        digest.update(path.encode() + b"\0" + _what_runs(path, data) + b"\0")
     return digest.hexdigest()
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess | None:
+def _git(root: Path, *args: str) -> bytes | None:
+    """``git -C root ARGS``'s output, or ``None`` if it failed (no git, no history)."""
     try:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                              timeout=30, check=False)
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=30,
+                              check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _same_run(then: bytes, now: bytes) -> bool:
+    """Whether two versions of a record are the same run: a ``run.json``'s headline (date, GPU,
+    call, time) decides, as later commits edit its file list; any other record must match."""
+    try:
+        old, new = json.loads(then), json.loads(now)
+        if isinstance(old, dict) and isinstance(new, dict) and "headline" in new:
+            return old.get("headline") == new["headline"]
+    except ValueError:
+        pass
+    return then == now
+
+
+def landed(record: Path, root: Path = REPO_ROOT) -> str | None:
+    """The commit that brought ``record``'s run in: the oldest of the commits that changed it
+    since which it is still the same run (:func:`_same_run`; a later commit that only edits a
+    ``run.json``'s file list does not count). ``None`` when ``record`` is not committed or
+    there is no git history."""
+    path = record.relative_to(root).as_posix()
+    log = _git(root, "log", "--format=%H", "--", path)
+    try:
+        now = record.read_bytes()
+    except OSError:
+        return None
+    found = None
+    for commit in (log or b"").decode().split():
+        then = _git(root, "show", f"{commit}:{path}")
+        if then is None or not _same_run(then, now):
+            break
+        found = commit
+    return found
 
 
 def source_changed(record: Path, paths: list[str], root: Path = REPO_ROOT) -> bool | None:
-    """Whether ``paths`` (repository-relative files) differ now from the commit that last
-    changed ``record`` (a run's ``run.json``), notebooks by their code cells only: for runs
-    made before the runner recorded ``source_sha256``. ``None`` when ``record`` is not
-    committed or there is no git history."""
-    done = _git(root, "log", "-1", "--format=%H", "--", str(record.relative_to(root)))
-    if done is None or done.returncode != 0 or not done.stdout.strip():
+    """Whether ``paths`` (repository-relative files) differ now from the commit that brought
+    ``record``'s run in (:func:`landed`), notebooks by their code cells only: for runs made
+    before the runner recorded ``source_sha256``. ``None`` when that commit is unknown."""
+    commit = landed(record, root)
+    if commit is None:
         return None
-    commit = done.stdout.strip()
     for path in paths:
         then = _git(root, "show", f"{commit}:{path}")
-        now = root / path
-        if then is None or then.returncode != 0 or not now.is_file():
-            return True                                  # added or removed since
-        if _what_runs(path, then.stdout) != _what_runs(path, now.read_text()):
-            return True
+        try:
+            now = (root / path).read_bytes()
+        except OSError:
+            return True                                  # removed since
+        if then is None or _what_runs(path, then) != _what_runs(path, now):
+            return True                                  # added or changed since
     return False
 
 
 def _outcome(run: dict) -> str:
-    if not run:
-        return "pending"
-    failed = (run.get("failed") or "").splitlines()
+    failed = str(run.get("failed") or "").splitlines()
     if failed:
         claim = failed[0]
         for prefix in ("CheckFailed: ", "expected: ", "stopped: "):
             claim = claim.removeprefix(prefix)
         claim = claim.split("  [")[0]
         return "stopped: " + (claim if len(claim) <= 90 else claim[:89] + "…")
-    checks = run.get("checks") or []
-    return f"all {len(checks)} checks held" if checks else "ok"
+    checks = run.get("checks")
+    return f"all {len(checks)} checks held" if isinstance(checks, list) and checks else "ok"
 
 
 #: Items run before the runner existed whose results another layout keeps: (profile, item) ->
@@ -158,10 +195,11 @@ def _calibrated(folder: Path, lab: str) -> tuple[Path, str] | None:
 
 
 def _committed_on(record: Path, root: Path) -> str:
-    """The date (``YYYY-MM-DD``) of the commit that added ``record``; ``""`` if unknown."""
-    done = _git(root, "log", "--diff-filter=A", "-1", "--format=%cs", "--",
-                str(record.relative_to(root)))
-    return done.stdout.strip() if done is not None and done.returncode == 0 else ""
+    """The date (``YYYY-MM-DD``) of the commit that brought ``record``'s run in (a record with
+    no date of its own); ``""`` if unknown."""
+    commit = landed(record, root)
+    done = _git(root, "show", "-s", "--format=%cs", commit) if commit else None
+    return done.decode().strip() if done else ""
 
 
 def profiles(root: Path = REFERENCE_ROOT) -> list[str]:
@@ -173,12 +211,19 @@ def standing(item: Item, profile: str, root: Path = REFERENCE_ROOT,
              repo: Path = REPO_ROOT) -> Standing:
     """Where ``item`` stands on ``profile``: its ``run.json`` under ``root/profile/item.dest``,
     else (a lab) its calibration files from before the runner, else a comparison's
-    ``merged.txt``, else its record in :data:`EARLIER`, else pending."""
+    ``merged.txt``, else its record in :data:`EARLIER`, else pending. A lab with both names
+    its calibration files after the run's outcome."""
     folder = root / profile / item.dest
     run = _last_run(folder)
+    old = _calibrated(folder, item.id) if item.kind == "lab" else None
     if run:
-        record, measured, outcome = folder / "run.json", run.get("measured", ""), _outcome(run)
-    elif item.kind == "lab" and (old := _calibrated(folder, item.id)):
+        record, measured, outcome = folder / "run.json", str(run.get("measured", "")), \
+            _outcome(run)
+        if old:
+            outcome += "; also " + old[1]
+    elif (folder / "run.json").is_file():
+        return Standing(item.id, profile, "", "unreadable run.json (not a JSON object)", None)
+    elif old:
         record, outcome = old
         measured = _committed_on(record, repo)      # the files hold no date: when they landed
     elif (folder / "merged.txt").is_file():         # a comparison run over several calls
@@ -197,24 +242,58 @@ def standing(item: Item, profile: str, root: Path = REFERENCE_ROOT,
     return Standing(item.id, profile, measured, outcome, changed)
 
 
+#: Chapter parts that need more GPUs than the device lends: the whole chapter run on one GPU
+#: skips them (chapter 18's TP=2 vs DP=2 layouts: "needs at least 2"), so it does not cover them.
+MULTI_GPU_PARTS = ("ch18.layouts-a", "ch18.layouts-b")
+
+
+def _covered(row: Standing, ran: set[str]) -> str | None:
+    """For a pending chapter part, or a pending chapter run in parts, what ran in its place on
+    the same profile (the whole chapter; all its parts); else ``None``."""
+    whole, _, part = row.item.partition(".")
+    if part and whole in ran and row.item not in MULTI_GPU_PARTS:
+        return whole
+    parts = [f"{row.item}.{p}" for p in CHAPTER_PARTS.get(row.item, ())]
+    if parts and all(p in ran for p in parts):
+        return ", ".join(parts)
+    return None
+
+
 def standings(items: list[Item], root: Path = REFERENCE_ROOT,
               repo: Path = REPO_ROOT) -> list[Standing]:
-    """One :class:`Standing` per item and profile folder, items in the order given."""
-    return [standing(item, profile, root, repo) for item in items for profile in profiles(root)]
+    """One :class:`Standing` per item and profile folder, items in the order given. A chapter
+    part pending where its whole chapter ran (or a chapter pending whose parts all ran) is
+    ``"covered by ..."``, not pending."""
+    rows = [standing(item, profile, root, repo) for item in items for profile in profiles(root)]
+    ran = {(r.profile, r.item) for r in rows if r.measured or r.outcome != "pending"}
+    out = []
+    for row in rows:
+        mine = {item for profile, item in ran if profile == row.profile}
+        if row.outcome == "pending" and (by := _covered(row, mine)):
+            row = Standing(row.item, row.profile, "", f"covered by {by}", None)
+        out.append(row)
+    return out
 
 
 def describe(rows: list[Standing]) -> str:
     """The standings for a person: one line per item and profile, then per profile the runs to
-    redo (stopped, or their item changed since) and those pending."""
+    redo (stopped, or their item changed since) and those pending, and how many runs could not
+    be compared with their source (no ``source_sha256`` and no git history)."""
     lines = []
     for row in rows:
-        note = {None: "", False: "", True: "  CHANGED since: rerun"}[row.changed]
+        note = "  CHANGED since: rerun" if row.changed else ""
         lines.append(f"{row.item:<14} {row.profile:<9} {row.measured or '-':<10}  "
                      f"{row.outcome}{note}")
     for profile in sorted({r.profile for r in rows}):
         mine = [r for r in rows if r.profile == profile]
         redo = [r.item for r in mine if r.redo]
         pending = [r.item for r in mine if r.outcome == "pending"]
-        lines.append(f"{profile}: {len(mine) - len(pending)} of {len(mine)} run; to redo: "
-                     f"{' '.join(redo) or 'none'}; pending: {' '.join(pending) or 'none'}")
+        lines.append(f"{profile}: {len(mine) - len(pending)} of {len(mine)} run or covered; "
+                     f"to redo: {' '.join(redo) or 'none'}; pending: "
+                     f"{' '.join(pending) or 'none'}")
+    unknown = sum(r.changed is None and not r.outcome.startswith(("pending", "covered",
+                                                                  "unreadable")) for r in rows)
+    if unknown:
+        lines.append(f"{unknown} run(s) not compared with their source: no source_sha256 in "
+                     "run.json and no git history here")
     return "\n".join(lines)

@@ -711,8 +711,8 @@ def test_status_tells_a_stale_run_from_a_current_one(tmp_path, monkeypatch):
     assert now[("02_b", "h200")][2] is True and now[("02_b", "h100-80g")][2] is True
     assert now[("lab02", "h200")][2] is True                 # the lab's code changed
     text = status.describe(status.standings(items, ref, tmp_path))
-    assert "h200: 3 of 3 run; to redo: 02_b lab02; pending: none" in text
-    assert "h100-80g: 1 of 3 run; to redo: 02_b; pending: 01_a lab02" in text
+    assert "h200: 3 of 3 run or covered; to redo: 02_b lab02; pending: none" in text
+    assert "h100-80g: 1 of 3 run or covered; to redo: 02_b; pending: 01_a lab02" in text
     # a run that records what it executed is judged by that, not by git: the H100 run of 02_b
     # made with today's code is current, one recorded with other code is not
     run_json = ref / "h100-80g/chapters/02_b/run.json"
@@ -743,3 +743,55 @@ def test_status_counts_a_comparison_merged_from_several_calls_as_run(tmp_path):
     rows = {r.profile: r.outcome for r in status.standings([item], tmp_path, tmp_path)}
     assert rows == {"h100-80g": "ok: merged.txt joins several calls' repeats",
                     "h200": "pending"}
+
+
+def test_status_dates_a_run_by_the_commit_that_brought_it_not_a_later_edit(tmp_path):
+    """2026-12-06 a commit edited many run.json file lists (per-run PNGs removed); a chapter
+    change between the run and that edit must still mark the run. Unreadable run.json files
+    are said so, and chapter parts count as covered only where the whole chapter's run holds
+    them."""
+    import subprocess
+
+    from vllm_course.reference import status
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c",
+                        "user.email=t@t", *args], check=True, capture_output=True)
+
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "chapters/14_a.ipynb").write_text(_notebook("np.median(x)", "prose"))
+    run_json = tmp_path / "reference/h200/chapters/14_a/run.json"
+    run_json.parent.mkdir(parents=True)
+    run = {"measured": "2026-12-04", "headline": "H200 run of ch14", "checks": ["ok: a"],
+           "files": ["runs/latency.png", "run.json"]}
+    run_json.write_text(json.dumps(run))
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "the run")
+    (tmp_path / "chapters/14_a.ipynb").write_text(_notebook("min(x)", "prose"))
+    git("commit", "-qam", "the chapter's check changed")
+    run_json.write_text(json.dumps({**run, "files": ["run.json"]}))
+    git("commit", "-qam", "the PNGs left the file list")
+    item = _item("14_a", 0)
+    ref = tmp_path / "reference"
+    row = status.standing(item, "h200", ref, tmp_path)
+    assert (row.measured, row.outcome, row.changed) == ("2026-12-04", "all 1 checks held", True)
+    run_json.write_text(json.dumps({**run, "headline": "a rerun", "files": ["run.json"]}))
+    git("commit", "-qam", "a rerun with today's chapter")
+    assert status.standing(item, "h200", ref, tmp_path).changed is False
+
+    run_json.write_text("[1, 2]")                             # JSON, but not an object
+    assert status.standing(item, "h200", ref, tmp_path).outcome.startswith("unreadable")
+    planned = catalog_item("ch14", "chapter", "chapters/14_a.ipynb", "chapters/14_a", "h200",
+                           root=ref)                        # the plan does not break on it
+    assert planned.estimate_from == "not run yet: the default for a chapter"
+
+    parts = [Item(i, "chapter", "chapters/x.ipynb", f"chapters/{d}", 0, "test") for i, d in (
+        ("ch15", "15_q"), ("ch15.fp8", "15_q.fp8"), ("ch18", "18_p"), ("ch18.layouts-a",
+                                                                       "18_p.layouts-a"))]
+    for dest in ("15_q", "18_p"):
+        (ref / "h200/chapters" / dest).mkdir(parents=True)
+        (ref / "h200/chapters" / dest / "run.json").write_text(json.dumps(run))
+    rows = {r.item: r.outcome for r in status.standings(parts, ref, tmp_path)}
+    assert rows["ch15.fp8"] == "covered by ch15"               # the whole ran on one GPU
+    assert rows["ch18.layouts-a"] == "pending"                 # it needs two GPUs
