@@ -729,6 +729,10 @@ def test_status_tells_a_stale_run_from_a_current_one(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     assert status.source_changed(plain / "reference/h200/chapters/01_a/run.json",
                                  ["chapters/01_a.ipynb"], plain) is None
+    text = status.describe(status.standings(items, plain / "reference", plain))
+    assert text.count("CHANGED") == 1                        # by its recorded source_sha256
+    assert text.endswith("3 run(s) not compared with their source: no source_sha256 in "
+                         "run.json and no git history here")
 
 
 def test_status_counts_a_comparison_merged_from_several_calls_as_run(tmp_path):
