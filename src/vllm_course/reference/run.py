@@ -55,6 +55,9 @@ KEEP_SUFFIXES = (".json", ".png", ".txt", ".md")
 #: 16.5 of the 22.4 MB of ``reference/`` on 2026-12-06.
 CHAPTER_RUN_SUFFIXES = (".json", ".txt", ".md")
 LEAVE_OUT = ("requests.jsonl", "workload.jsonl", "vllm-custom.jsonl")
+#: Folders whose files never come back: vLLM's compile cache (``VLLM_CACHE_ROOT``, which
+#: chapter 14 points into its results: ~180 Inductor/Triton JSON files, no measurement).
+LEAVE_OUT_DIRS = ("vllm-cache",)
 #: What comes back from the device machine: at most 8 files of 16 MiB each.
 PART_BYTES = 16 * 2**20 - 4096
 #: The pack's list of items and their folders (``{"ch11": "chapters/11_max_num_seqs"}``).
@@ -104,8 +107,9 @@ def notebook_outputs(nb) -> tuple[str, list[bytes], list[str]]:
 def copy_small_files(src: Path, dest: Path, since: float,
                      suffixes: tuple[str, ...] = KEEP_SUFFIXES) -> list[str]:
     """Copy the files under ``src`` written since ``since`` (epoch s) that are worth packing
-    (ending in one of ``suffixes``, at most :data:`MAX_FILE_BYTES`) to ``dest``, keeping their
-    paths. Returns what was left out for its size, as ``path (why)``."""
+    (ending in one of ``suffixes``, at most :data:`MAX_FILE_BYTES`, not under a folder of
+    :data:`LEAVE_OUT_DIRS`) to ``dest``, keeping their paths. Returns what was left out for its
+    size, as ``path (why)``."""
     left_out = []
     if not src.is_dir():
         return left_out
@@ -113,7 +117,8 @@ def copy_small_files(src: Path, dest: Path, since: float,
         rel = path.relative_to(src)
         if path.stat().st_mtime < since:
             continue
-        if path.name in LEAVE_OUT or path.suffix not in suffixes:
+        if (path.name in LEAVE_OUT or path.suffix not in suffixes
+                or any(part in LEAVE_OUT_DIRS for part in rel.parts[:-1])):
             continue
         if path.stat().st_size > MAX_FILE_BYTES:
             left_out.append(f"{rel} ({path.stat().st_size / 2**20:.1f} MiB)")

@@ -178,12 +178,13 @@ def test_a_notebooks_printed_text_figures_and_checks_are_read_in_order():
 def test_only_small_new_files_worth_keeping_are_copied(tmp_path):
     src, dest = tmp_path / "src", tmp_path / "dest"
     (src / "run-1").mkdir(parents=True)
+    (src / "vllm-cache/123/inductor").mkdir(parents=True)    # chapter 14's compile cache
     old = src / "old.json"
     old.write_text("{}")
     since = time.time() + 1
     for name, size in [("run-1/summary.json", 10), ("run-1/requests.jsonl", 10),
                        ("run-1/server.log", 10), ("run-1/big.json", runmod.MAX_FILE_BYTES + 1),
-                       ("plot.png", 10)]:
+                       ("plot.png", 10), ("vllm-cache/123/inductor/triton_.json", 10)]:
         (src / name).write_bytes(b"x" * size)
     for p in src.rglob("*"):
         if p.is_file() and p != old:
