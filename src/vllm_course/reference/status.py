@@ -147,7 +147,11 @@ def source_changed(record: Path, paths: list[str], root: Path = REPO_ROOT) -> bo
     """Whether ``paths`` (repository-relative files) differ now from the commit that brought
     ``record``'s run in (:func:`landed`), notebooks by their code cells only: for runs made
     before the runner recorded ``source_sha256``. ``None`` when that commit is unknown."""
-    commit = landed(record, root)
+    return _changed_at(landed(record, root), paths, root)
+
+
+def _changed_at(commit: str | None, paths: list[str], root: Path) -> bool | None:
+    """:func:`source_changed` from the commit that brought a run in (``None``: unknown)."""
     if commit is None:
         return None
     for path in paths:
@@ -194,10 +198,9 @@ def _calibrated(folder: Path, lab: str) -> tuple[Path, str] | None:
     return files[-1], "calibrated: " + ", ".join(said)
 
 
-def _committed_on(record: Path, root: Path) -> str:
-    """The date (``YYYY-MM-DD``) of the commit that brought ``record``'s run in (a record with
-    no date of its own); ``""`` if unknown."""
-    commit = landed(record, root)
+def _committed_on(commit: str | None, root: Path) -> str:
+    """The date (``YYYY-MM-DD``) of ``commit`` (the one that brought a record with no date of
+    its own in); ``""`` if unknown."""
     done = _git(root, "show", "-s", "--format=%cs", commit) if commit else None
     return done.decode().strip() if done else ""
 
@@ -225,20 +228,23 @@ def standing(item: Item, profile: str, root: Path = REFERENCE_ROOT,
         return Standing(item.id, profile, "", "unreadable run.json (not a JSON object)", None)
     elif old:
         record, outcome = old
-        measured = _committed_on(record, repo)      # the files hold no date: when they landed
+        measured = None          # no date of its own: the commit that brought it in (below)
     elif (folder / "merged.txt").is_file():         # a comparison run over several calls
         record, outcome = folder / "merged.txt", "ok: merged.txt joins several calls' repeats"
-        measured = _committed_on(record, repo)
+        measured = None
     elif (profile, item.id) in EARLIER and (root / profile / EARLIER[profile, item.id]).is_file():
         record = root / profile / EARLIER[profile, item.id]
         outcome = f"before the runner: {EARLIER[profile, item.id]}"
-        measured = _committed_on(record, repo)
+        measured = None
     else:
         return Standing(item.id, profile, "", "pending", None)
     if run.get("source_sha256"):                     # recorded by the runner: exact
         changed = source_digest(item, repo) != run["source_sha256"]
     else:                                            # older runs: the commit that added them
-        changed = source_changed(record, sources(item), repo)
+        commit = landed(record, repo)                # once: it walks the record's history
+        changed = _changed_at(commit, sources(item), repo)
+        if measured is None:
+            measured = _committed_on(commit, repo)
     return Standing(item.id, profile, measured, outcome, changed)
 
 
