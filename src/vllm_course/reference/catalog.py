@@ -192,7 +192,8 @@ def select(words: list[str], items: list[Item]) -> list[Item]:
     chapters, not their parts).
 
     Raises:
-        ValueError: a word names nothing (the message lists what exists).
+        ValueError: a word names nothing (the message lists what exists), or a range runs
+            backwards (``ch03-ch01``: the message gives it the right way round).
     """
     by_id = {i.id: i for i in items}
     chosen: set[str] = set()
@@ -206,6 +207,9 @@ def select(words: list[str], items: list[Item]) -> list[Item]:
             prefix, lo, prefix2, hi = m.group(1), int(m.group(2)), m.group(3), int(m.group(4))
             if prefix2 not in (None, prefix):
                 raise ValueError(f"{word!r}: a range stays within one kind, e.g. ch01-ch08")
+            if lo > hi:
+                raise ValueError(f"{word!r} runs backwards: write the lower number first, "
+                                 f"{prefix}{m.group(4)}-{prefix}{m.group(2)}")
             found = {i.id for i in items if re.fullmatch(rf"{prefix}(\d+)", i.id)
                      and lo <= int(i.id[len(prefix):]) <= hi}
             if not found:

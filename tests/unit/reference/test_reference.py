@@ -104,6 +104,11 @@ def test_select_ids_ranges_and_groups_in_catalog_order():
     assert [i.id for i in select(["ch15.int4", "ch15.fp8"], items)] == ["ch15.fp8", "ch15.int4"]
 
 
+def test_a_backwards_range_is_turned_round_in_the_message():
+    with pytest.raises(ValueError, match="runs backwards.*ch01-ch03"):
+        select(["ch03-ch01"], catalog("h200"))
+
+
 @pytest.mark.parametrize("word", ["ch99", "lab", "ch01-lab02", "ch40-ch50", "burst"])
 def test_select_names_what_exists_when_a_word_names_nothing(word):
     with pytest.raises(ValueError, match="ch01"):
