@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python (vllm-course)
 #     language: python
@@ -516,6 +516,7 @@ for name in H200_RUNS:
 # 4. 🌟🌟 Make `client-c1` a well-loaded run by changing only the client. What is the smallest
 #    `max_concurrency` at which the diagnosis stops saying "client concurrency limit"?
 # 5. 🌟🌟🌟 Build a set-up that is diagnosed "prefill interference": long prompts arriving while
-#    short requests decode (hint: `datasets/mixed`, chapter 20). Which evidence lines fire?
+#    short requests decode (hint: the `mixed` dataset, `datasets/mixed.md`, chapter 20). Which
+#    evidence lines fire?
 #
 # Answers: `solutions/chapters/08_diagnosis.md`.

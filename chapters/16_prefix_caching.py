@@ -82,7 +82,7 @@ for relative, pattern in [
 # The hit rate over a window is Δhits / Δqueries between two scrapes (in PromQL,
 # `rate(vllm:prefix_cache_hits_total[5m]) / rate(vllm:prefix_cache_queries_total[5m])`). The
 # library scrapes before and after each run and reports it as `server_metrics.prefix_cache_hit_rate`
-# (`summarize_window` in `src/vllm_course/prom.py`). With caching off, a request skips the
+# (`summarize_window` in `src/vllm_course/prom/window.py`). With caching off, a request skips the
 # lookup and neither counter moves: the rate is 0 / 0, which the library reports as `None`.
 #
 # ## 3. Two workloads with the same lengths
