@@ -3,6 +3,9 @@ tracked file may point outside it or to notes that are not in it."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import re
 import subprocess
 from pathlib import Path
 
@@ -47,3 +50,43 @@ def test_the_curriculum_is_in_the_repository() -> None:
         assert status in {"available", "in progress"}, ln
         if status == "available":
             assert list((ROOT / "chapters").glob(f"{ln[2:4]}_*.ipynb")), ln
+
+
+def _prose_files() -> list[Path]:
+    """The files a learner reads: Markdown, chapter sources, the course's docstrings."""
+    return [f for f in _tracked_text_files()
+            if f.suffix == ".md" or (f.suffix == ".py" and f.parts[len(ROOT.parts)] in
+                                     ("chapters", "src", "scripts", "benchmarks"))]
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``vllm_course.a.b`` names a module of the package or an attribute of one."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:]:
+            if not hasattr(obj, name):     # an instance attribute a class sets in a method
+                return inspect.isclass(obj) and bool(
+                    re.search(rf"\bself\.{name}\b", inspect.getsource(obj)))
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+def test_the_course_modules_and_files_the_text_names_exist() -> None:
+    """A module (``vllm_course.workload.prefix``) or a source file (``src/vllm_course/x.py``)
+    named in prose exists: modules move, and a learner sent to an old name finds nothing."""
+    missing = []
+    for f in _prose_files():
+        text = f.read_text(errors="replace")
+        for m in re.finditer(r"\bvllm_course(?:\.[A-Za-z_]\w*)+", text):
+            name = m.group(0).rstrip(".")
+            if not _resolves(name):
+                missing.append(f"{f.relative_to(ROOT)}: {name}")
+        for m in re.finditer(r"`(src/vllm_course/[\w./-]+)`", text):
+            if not (ROOT / m.group(1)).exists():
+                missing.append(f"{f.relative_to(ROOT)}: {m.group(1)}")
+    assert sorted(set(missing)) == []
