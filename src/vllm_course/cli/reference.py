@@ -77,6 +77,24 @@ def reference_status(items: tuple[str, ...]) -> None:
     click.echo(describe(standings(chosen)))
 
 
+def _gpu_here(name: str) -> None:
+    """Refuse, before the plan, to run reference items where they would measure nothing the
+    reference folders hold: a CPU profile, or a GPU profile this machine's GPU and vLLM build
+    do not fit (the doctor's profile check).
+
+    Raises:
+        BadInput: what is missing and what to do.
+    """
+    from vllm_course.env import doctor, load_profile, machine
+
+    if load_profile(name).device != "cuda":
+        raise BadInput(f"reference runs are GPU runs, and this machine's profile is {name} "
+                       "(no NVIDIA GPU, or the CPU build of vLLM): run it on the GPU machine")
+    check = doctor.check_profile(name, machine.vllm_build(), machine.gpu_info())
+    if not check.ok:
+        raise BadInput(check.message)
+
+
 @reference.command("run")
 @click.argument("items", nargs=-1, required=True)
 @click.option("--call", "number", type=click.IntRange(min=1), required=True,
@@ -102,6 +120,7 @@ def reference_run(items: tuple[str, ...], number: int, call_s: int, time_s: int 
     from vllm_course.reference.run import pack, run_call
 
     name = env.current_profile().name
+    _gpu_here(name)
     calls = _calls(items, name, call_s)
     if number > len(calls):
         raise BadInput(f"the plan has {len(calls)} call(s), not {number}")

@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_course.env.profile import profile_names
 from vllm_course.models import REPO_ROOT
 
 REFERENCE_ROOT = REPO_ROOT / "reference"
@@ -106,6 +107,28 @@ def _last_run(folder: Path) -> dict:
     return run if isinstance(run, dict) else {}
 
 
+def _wall_s(run: dict) -> float | None:
+    """A run's ``wall_s`` (s) if it is a finite number of device seconds (0 to a day), else
+    ``None``: a damaged ``run.json`` must not plan a call of minus five or infinite seconds."""
+    wall = run.get("wall_s")
+    ok = isinstance(wall, int | float) and not isinstance(wall, bool) and 0 <= wall <= 86_400
+    return float(wall) if ok else None
+
+
+def _servers(run: dict) -> tuple[str, ...]:
+    """A run's ``servers`` (``ServerConfig.key()`` strings); ``()`` if it is not a list of
+    strings."""
+    servers = run.get("servers")
+    if isinstance(servers, list) and all(isinstance(s, str) for s in servers):
+        return tuple(servers)
+    return ()
+
+
+def _measured(run: dict) -> str:
+    """A run's ``measured`` date as text, ``?`` when it records none."""
+    return str(run["measured"]) if run.get("measured") else "?"
+
+
 def _kept_runs(folder: Path) -> tuple[int, int] | None:
     """(runs kept, runs wanted) of the calibration a call stopped in ``folder``, if any."""
     try:
@@ -116,20 +139,23 @@ def _kept_runs(folder: Path) -> tuple[int, int] | None:
 
 
 def other_profile_runs(root: Path, profile: str, dest: str) -> list[tuple[str, dict]]:
-    """(profile, run) for each profile folder under ``root`` other than ``profile`` whose
-    ``dest/run.json`` reads as JSON, in folder name order; none: ``[]``."""
+    """(profile, run) for each profile folder under ``root`` (named after one of the course's
+    profiles) other than ``profile`` whose ``dest/run.json`` reads as a JSON object, in folder
+    name order; none: ``[]``."""
     if not root.is_dir():
         return []
+    known = set(profile_names())
     return [(folder.name, run) for folder in sorted(root.iterdir())
-            if folder.is_dir() and folder.name != profile and (run := _last_run(folder / dest))]
+            if folder.is_dir() and folder.name in known and folder.name != profile
+            and (run := _last_run(folder / dest))]
 
 
 def _elsewhere(root: Path, profile: str, dest: str) -> tuple[str, dict] | None:
     """(profile, run) of the longest timed run of ``dest`` on another profile under ``root``,
     or ``None``: the longest, because a call planned too short stops its item unfinished."""
     timed = [(name, run) for name, run in other_profile_runs(root, profile, dest)
-             if isinstance(run.get("wall_s"), int | float)]
-    return max(timed, key=lambda r: r[1]["wall_s"], default=None)
+             if _wall_s(run) is not None]
+    return max(timed, key=lambda r: _wall_s(r[1]), default=None)
 
 
 def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str = "",
@@ -139,28 +165,27 @@ def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str 
     kept = (_kept_runs(root / profile / dest)
             if kind == "lab" and not source.endswith(".ipynb") else None)
     made = last.get("runs_made", kept[0] if kept else None)
-    if kept and kept[0] < kept[1] and isinstance(last.get("wall_s"), int | float) \
-            and isinstance(made, int) and made > 0:
+    wall = _wall_s(last)
+    if kept and kept[0] < kept[1] and wall is not None and isinstance(made, int) and made > 0:
         # the rest, at the time its last call's runs took (an overestimate: that time also
         # holds the run it was stopped in)
-        per_run = last["wall_s"] / made
+        per_run = wall / made
         how = (f"resumes {kept[0]} of {kept[1]} runs kept, ~{per_run:.0f} s a run in its "
-               f"last call on {last.get('measured', '?')}")
+               f"last call on {_measured(last)}")
         estimate = int(round(per_run * (kept[1] - kept[0])))
     elif kept and kept[0] < kept[1]:
         how, estimate = (f"resumes {kept[0]} of {kept[1]} runs kept; no run of its last call "
                          f"was timed: the default for a {kind}"), DEFAULT_S[kind]
-    elif isinstance(last.get("wall_s"), int | float):
-        how = f"its last run: {last['wall_s']:.0f} s on {last.get('measured', '?')}"
-        estimate = int(round(last["wall_s"]))
+    elif wall is not None:
+        how, estimate = f"its last run: {wall:.0f} s on {_measured(last)}", int(round(wall))
     elif other := _elsewhere(root, profile, dest):
         name, run = other
-        how = (f"not run on {profile} yet: its {name} run took {run['wall_s']:.0f} s on "
-               f"{run.get('measured', '?')}")
-        estimate = int(round(run["wall_s"]))
+        how = (f"not run on {profile} yet: its {name} run took {_wall_s(run):.0f} s on "
+               f"{_measured(run)}")
+        estimate = int(round(_wall_s(run)))
     else:
         how, estimate = f"not run yet: the default for a {kind}", DEFAULT_S[kind]
-    return Item(id_, kind, source, dest, estimate, how, tuple(last.get("servers", ())), parts)
+    return Item(id_, kind, source, dest, estimate, how, _servers(last), parts)
 
 
 def catalog(profile: str = "h200", root: Path = REPO_ROOT) -> list[Item]:

@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,7 @@ from vllm_course.reference.catalog import (
     REFERENCE_ROOT,
     REPO_ROOT,
     Item,
+    catalog,
 )
 from vllm_course.reference.plan import Call
 from vllm_course.reference.status import source_digest
@@ -370,42 +372,79 @@ def pack(folder: Path, to: Path, name: str) -> list[Path]:
 
 
 def _recorded_profile(run_json: bytes | None) -> str | None:
-    """The ``profile`` an item's ``run.json`` records, if it can be read."""
+    """The ``profile`` an item's ``run.json`` records, if it can be read as a name."""
     try:
-        return json.loads(run_json or b"{}").get("profile")
+        profile = json.loads(run_json or b"{}").get("profile")
     except (ValueError, AttributeError):
         return None
+    return profile if isinstance(profile, str) else None
 
 
 def _read_pack(parts: list[Path]) -> dict[str, bytes]:
     """The files of a pack split into ``parts`` (joined in name order), by path.
 
     Raises:
-        ValueError: a member is not a plain file or folder inside the pack, or there is no
+        ValueError: the parts do not join into a gzip tar (a part missing, damaged or given
+            twice), a member is not a plain file or folder inside the pack, or there is no
             manifest.
     """
-    data = b"".join(p.read_bytes() for p in sorted(parts))
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        files = {}
-        for m in tar.getmembers():
-            name = m.name.removeprefix("./")
-            if m.name.startswith("/") or ".." in Path(name).parts or not (m.isfile()
-                                                                          or m.isdir()):
-                raise ValueError(f"refusing {m.name!r}: not a plain file inside the pack")
-            if m.isfile():
-                files[name] = tar.extractfile(m).read()
+    names = ", ".join(p.name for p in sorted(parts))
+    if len({p.resolve() for p in parts}) != len(parts):
+        raise ValueError(f"{names}: a part is given twice; give each part of one call once")
+    try:
+        data = b"".join(p.read_bytes() for p in sorted(parts))
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            files = {}
+            for m in tar.getmembers():
+                name = m.name.removeprefix("./")
+                if (m.name.startswith("/") or name.startswith("/") or ".." in Path(name).parts
+                        or not (m.isfile() or m.isdir())):
+                    raise ValueError(f"refusing {m.name!r}: not a plain file inside the pack")
+                if m.isfile():
+                    files[name] = tar.extractfile(m).read()
+    except (tarfile.TarError, EOFError, OSError) as exc:   # OSError: gzip's CRC, a short read
+        raise ValueError(f"{names} do not join into a pack of `vllm-course reference run` "
+                         f"({exc or type(exc).__name__}): give every part of one call "
+                         "(reference-call-K.tgz.00, .01, ...), each once") from None
     if MANIFEST not in files:
         raise ValueError(f"the parts hold no {MANIFEST}: not a pack of `vllm-course reference "
                          "run`, or a part is missing")
     return files
 
 
+def _manifest(files: dict[str, bytes]) -> dict[str, str]:
+    """The pack's :data:`MANIFEST` (item id -> its folder), checked: each item is one of the
+    course's, its folder the course's folder for it, and the pack holds its files.
+
+    Raises:
+        ValueError: any of these fails (nothing is written then).
+    """
+    try:
+        manifest = json.loads(files[MANIFEST])
+    except ValueError as exc:
+        raise ValueError(f"the pack's {MANIFEST} is not JSON ({exc}): the pack is "
+                         "damaged") from None
+    if not isinstance(manifest, dict) or not manifest:
+        raise ValueError(f"the pack's {MANIFEST} lists no items: the call finished none")
+    folders = {item.id: item.dest for item in catalog()}
+    for item, dest in manifest.items():
+        if item not in folders:
+            raise ValueError(f"the pack's {MANIFEST} names {item!r}, not an item of the course")
+        if dest != folders[item]:
+            raise ValueError(f"the pack's {MANIFEST} puts {item} in {dest!r}, not in its "
+                             f"folder {folders[item]}: the pack is damaged")
+        if f"{dest}/run.json" not in files:
+            raise ValueError(f"the pack holds no {dest}/run.json for {item}: a part is "
+                             "missing, or the pack is damaged")
+    return manifest
+
+
 def _pack_profile(files: dict[str, bytes], dests: list[str], profile: str | None) -> str:
     """``profile``, or the one the items' ``run.json`` record when it is ``None``.
 
     Raises:
-        ValueError: an item records another profile, or none is given and the items record
-            none or several.
+        ValueError: an item records another profile, none is given and the items record
+            none or several, or the profile is not one of the course's.
     """
     recorded = {dest: _recorded_profile(files.get(f"{dest}/run.json")) for dest in dests}
     seen = sorted({p for p in recorded.values() if p})
@@ -415,6 +454,9 @@ def _pack_profile(files: dict[str, bytes], dests: list[str], profile: str | None
             raise ValueError(f"the items' run.json record {said}: name the folder of "
                              "reference/ they go to with --profile")
         profile = seen[0]
+    if profile not in env.profile_names():
+        raise ValueError(f"{profile!r} is not one of the course's profiles "
+                         f"({', '.join(env.profile_names())}): nothing unpacked")
     if wrong := {dest: p for dest, p in recorded.items() if p and p != profile}:
         dest, made_on = next(iter(wrong.items()))
         raise ValueError(f"nothing unpacked: {dest} was run on profile {made_on} (its run.json), "
@@ -428,25 +470,40 @@ def unpack(parts: list[Path], profile: str | None = None,
     :data:`MANIFEST` lists them) under ``root/<profile>/``, replacing what was there. Returns
     the folders written, relative to ``root``. ``profile`` defaults to the one the items'
     ``run.json`` record (the machine's, as the runner saw it), so an H100's runs cannot land
-    in ``h200/`` by a forgotten option.
+    in ``h200/`` by a forgotten option. The folders are written beside ``root`` first and
+    swapped in only when all of them were written.
 
     Raises:
-        ValueError: a member is not a plain file or folder inside the pack; the parts hold no
-            manifest; ``profile`` differs from the one an item's ``run.json`` records; or none is
-            given and the items record none or several. Nothing is written then.
+        ValueError: the parts are not one whole pack; a member is not a plain file or folder
+            inside the pack; the manifest is missing, names an item that is not the course's,
+            or a folder that is not that item's, or an item whose ``run.json`` the pack lacks;
+            ``profile`` is not one of the course's, or differs from the one an item's
+            ``run.json`` records, or none is given and the items record none or several; an
+            item's folder here is a symbolic link. Nothing is written then.
+        OSError: writing failed (nothing is replaced then).
     """
     files = _read_pack(parts)
-    dests = list(json.loads(files[MANIFEST]).values())
+    dests = list(_manifest(files).values())
     profile = _pack_profile(files, dests, profile)
-    written = []
     for dest in dests:
-        target = root / profile / dest
-        if target.exists():
-            shutil.rmtree(target)
-        for name, content in files.items():
-            if name.startswith(dest + "/"):
-                out = target / name[len(dest) + 1:]
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_bytes(content)
-        written.append(f"{profile}/{dest}")
-    return written
+        if (root / profile / dest).is_symlink():
+            raise ValueError(f"reference/{profile}/{dest} is a symbolic link: replace it with "
+                             "a folder (or remove it); nothing unpacked")
+    root.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".unpack-", dir=root))
+    try:
+        for dest in dests:
+            for name, content in files.items():
+                if name.startswith(dest + "/"):
+                    out = stage / dest / name[len(dest) + 1:]
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    out.write_bytes(content)
+        for dest in dests:
+            target = root / profile / dest
+            if target.exists():
+                shutil.rmtree(target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(stage / dest, target)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return [f"{profile}/{dest}" for dest in dests]

@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_course.env.profile import profile_names
 from vllm_course.reference.catalog import (
     CHAPTER_PARTS,
     REFERENCE_ROOT,
@@ -52,8 +53,9 @@ class Standing:
 
     @property
     def redo(self) -> bool:
-        """True for a run that stopped, or whose item changed after it was committed."""
-        return bool(self.changed) or self.outcome.startswith("stopped")
+        """True for a run that stopped, whose ``run.json`` cannot be read, or whose item
+        changed after it was committed."""
+        return bool(self.changed) or self.outcome.startswith(("stopped", "unreadable"))
 
 
 def sources(item: Item) -> list[str]:
@@ -206,8 +208,12 @@ def _committed_on(commit: str | None, root: Path) -> str:
 
 
 def profiles(root: Path = REFERENCE_ROOT) -> list[str]:
-    """The profile folders under ``root`` (``h100-80g``, ``h200``), in name order."""
-    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    """The profile folders under ``root`` (``h100-80g``, ``h200``), in name order: folders
+    named after one of the course's profiles (not ``.ipynb_checkpoints`` or a stray folder)."""
+    if not root.is_dir():
+        return []
+    known = set(profile_names())
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name in known)
 
 
 def standing(item: Item, profile: str, root: Path = REFERENCE_ROOT,
@@ -220,7 +226,7 @@ def standing(item: Item, profile: str, root: Path = REFERENCE_ROOT,
     run = _last_run(folder)
     old = _calibrated(folder, item.id) if item.kind == "lab" else None
     if run:
-        record, measured, outcome = folder / "run.json", str(run.get("measured", "")), \
+        record, measured, outcome = folder / "run.json", str(run.get("measured") or ""), \
             _outcome(run)
         if old:
             outcome += "; also " + old[1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -349,12 +350,12 @@ def test_a_command_that_fails_says_its_exit_status(tmp_path, monkeypatch):
 
 def _call_folder(root: Path) -> Path:
     folder = root / "call-1"
-    for dest, files in {"chapters/11_x": {"run.json": "{}", "runs/a/summary.json": "1"},
+    for dest, files in {"chapters/11_max_num_seqs": {"run.json": "{}", "runs/a/summary.json": "1"},
                         "labs/lab02": {"run.json": "{}", "calibration.json": "2"}}.items():
         for name, text in files.items():
             (folder / dest / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / dest / name).write_text(text)
-    (folder / runmod.MANIFEST).write_text(json.dumps({"ch11": "chapters/11_x",
+    (folder / runmod.MANIFEST).write_text(json.dumps({"ch11": "chapters/11_max_num_seqs",
                                                       "lab02": "labs/lab02"}))
     return folder
 
@@ -363,13 +364,13 @@ def test_pack_and_unpack_put_each_item_in_its_place_replacing_the_old(tmp_path):
     parts = runmod.pack(_call_folder(tmp_path), tmp_path / "out", "reference-call-1")
     assert [p.name for p in parts] == ["reference-call-1.tgz.00"]
     root = tmp_path / "reference"
-    stale = root / "h200" / "chapters" / "11_x" / "old.png"
+    stale = root / "h200" / "chapters" / "11_max_num_seqs" / "old.png"
     stale.parent.mkdir(parents=True)
     stale.write_text("from an earlier run")
     written = runmod.unpack(parts, "h200", root)
-    assert written == ["h200/chapters/11_x", "h200/labs/lab02"]
+    assert written == ["h200/chapters/11_max_num_seqs", "h200/labs/lab02"]
     assert not stale.exists()
-    assert (root / "h200/chapters/11_x/runs/a/summary.json").read_text() == "1"
+    assert (root / "h200/chapters/11_max_num_seqs/runs/a/summary.json").read_text() == "1"
     assert (root / "h200/labs/lab02/calibration.json").read_text() == "2"
 
 
@@ -393,15 +394,15 @@ def test_unpack_puts_runs_under_the_profile_they_record_and_refuses_another(tmp_
     they would have gone to reference/h200/ (the default then). Now the runs' own record
     decides, and a wrong --profile writes nothing."""
     folder = _call_folder(tmp_path)
-    for dest in ("chapters/11_x", "labs/lab02"):
+    for dest in ("chapters/11_max_num_seqs", "labs/lab02"):
         (folder / dest / "run.json").write_text(json.dumps({"profile": "h100-80g"}))
     parts = runmod.pack(folder, tmp_path / "out", "p")
     root = tmp_path / "ref"
-    with pytest.raises(ValueError, match="chapters/11_x was run on profile h100-80g .*"
+    with pytest.raises(ValueError, match="chapters/11_max_num_seqs was run on profile h100-80g .*"
                                          "not h200; pass --profile h100-80g"):
         runmod.unpack(parts, "h200", root)
     assert not root.exists()
-    assert runmod.unpack(parts, root=root) == ["h100-80g/chapters/11_x", "h100-80g/labs/lab02"]
+    assert runmod.unpack(parts, root=root) == ["h100-80g/chapters/11_max_num_seqs", "h100-80g/labs/lab02"]
     assert (root / "h100-80g/labs/lab02/calibration.json").read_text() == "2"
     (folder / "labs/lab02/run.json").write_text(json.dumps({"profile": "h200"}))
     mixed = runmod.pack(folder, tmp_path / "out2", "p")
@@ -410,7 +411,7 @@ def test_unpack_puts_runs_under_the_profile_they_record_and_refuses_another(tmp_
     unrecorded = runmod.pack(_call_folder(tmp_path / "old"), tmp_path / "out3", "p")
     with pytest.raises(ValueError, match="record no profile"):
         runmod.unpack(unrecorded, root=root)
-    assert runmod.unpack(unrecorded, "h200", root) == ["h200/chapters/11_x", "h200/labs/lab02"]
+    assert runmod.unpack(unrecorded, "h200", root) == ["h200/chapters/11_max_num_seqs", "h200/labs/lab02"]
 
 
 def test_unpack_refuses_a_pack_without_its_manifest(tmp_path):
@@ -419,6 +420,124 @@ def test_unpack_refuses_a_pack_without_its_manifest(tmp_path):
     parts = runmod.pack(folder, tmp_path / "out", "p")
     with pytest.raises(ValueError, match="items.json"):
         runmod.unpack(parts, "h200", tmp_path / "ref")
+
+
+def _pack_of(tmp_path: Path, manifest, files: dict[str, bytes], name: str = "p") -> list[Path]:
+    """A pack built by hand: ``manifest`` as items.json beside ``files`` (path -> bytes)."""
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path, data in {runmod.MANIFEST: json.dumps(manifest).encode(), **files}.items():
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    out = tmp_path / f"{name}.tgz.00"
+    out.write_bytes(buf.getvalue())
+    return [out]
+
+
+RUN = json.dumps({"profile": "h200"}).encode()
+
+
+@pytest.mark.parametrize(("manifest", "says"), [
+    ({"x": "../../../victim"}, "names 'x', not an item of the course"),
+    ({"ch01": "/tmp/victim"}, "puts ch01 in '/tmp/victim', not in its folder"),
+    ({"ch01": "../../src"}, "puts ch01 in '../../src'"),
+    ({"ch01": ""}, "puts ch01 in ''"),
+    ({"ch01": "chapters"}, "puts ch01 in 'chapters'"),
+    ({"ch02": "chapters/02_how_vllm_serves"}, "holds no chapters/02_how_vllm_serves/run.json"),
+    ({}, "lists no items"),
+    (["ch01"], "lists no items"),
+    (None, "lists no items"),
+])
+def test_unpack_writes_only_the_course_folders_of_items_it_holds(tmp_path, manifest, says):
+    """A damaged or crafted items.json once deleted folders outside reference/ (rmtree of
+    ``root/profile/dest`` for any dest) and wiped folders the pack held nothing for."""
+    victim = tmp_path / "victim" / "keep.txt"
+    victim.parent.mkdir()
+    victim.write_text("keep")
+    root = tmp_path / "reference"
+    old = root / "h200/chapters/02_how_vllm_serves/run.json"
+    old.parent.mkdir(parents=True)
+    old.write_text("{}")
+    parts = _pack_of(tmp_path, manifest, {"chapters/01_welcome/run.json": RUN})
+    with pytest.raises(ValueError, match=re.escape(says)):
+        runmod.unpack(parts, "h200", root)
+    assert victim.read_text() == "keep" and old.read_text() == "{}"
+    assert sorted(p.name for p in root.iterdir()) == ["h200"]
+
+
+@pytest.mark.parametrize("profile", ["../../../victim", "", "H200", "bogus", 5, ["h200"]])
+def test_unpack_takes_only_a_course_profile(tmp_path, profile):
+    root = tmp_path / "reference"
+    run = json.dumps({"profile": profile}).encode()
+    parts = _pack_of(tmp_path, {"ch01": "chapters/01_welcome"},
+                     {"chapters/01_welcome/run.json": run})
+    given = profile if isinstance(profile, str) and profile else None
+    with pytest.raises(ValueError, match="not one of the course's profiles|record no profile"):
+        runmod.unpack(parts, given, root)
+    assert not root.exists() or not any(root.rglob("*.json"))
+    assert not (tmp_path.parent / "victim").exists()
+
+
+def test_unpack_refuses_members_that_leave_the_pack_even_behind_dot_slash(tmp_path):
+    parts = _pack_of(tmp_path, {"ch01": "chapters/01_welcome"},
+                     {"chapters/01_welcome/run.json": RUN, ".//tmp/evil": b"x"})
+    with pytest.raises(ValueError, match="not a plain file inside the pack"):
+        runmod.unpack(parts, "h200", tmp_path / "reference")
+
+
+def test_unpack_replaces_nothing_unless_every_folder_was_written(tmp_path):
+    """A file ``x`` beside ``x/y`` in the second item failed mid-way, after the first item's
+    folder had been replaced and the second's deleted."""
+    root = tmp_path / "reference"
+    for dest in ("chapters/01_welcome", "chapters/02_how_vllm_serves"):
+        (root / "h200" / dest).mkdir(parents=True)
+        (root / "h200" / dest / "run.json").write_text("old")
+    parts = _pack_of(tmp_path, {"ch01": "chapters/01_welcome",
+                                "ch02": "chapters/02_how_vllm_serves"},
+                     {"chapters/01_welcome/run.json": RUN,
+                      "chapters/02_how_vllm_serves/run.json": RUN,
+                      "chapters/02_how_vllm_serves/x": b"1",
+                      "chapters/02_how_vllm_serves/x/y": b"2"})
+    with pytest.raises(OSError):
+        runmod.unpack(parts, "h200", root)
+    assert [(root / "h200" / d / "run.json").read_text() for d in
+            ("chapters/01_welcome", "chapters/02_how_vllm_serves")] == ["old", "old"]
+    assert sorted(p.name for p in root.iterdir()) == ["h200"]       # no staging folder left
+
+
+def test_unpack_says_in_one_line_when_the_parts_are_not_one_pack(tmp_path):
+    whole = _pack_of(tmp_path, {"ch01": "chapters/01_welcome"},
+                     {"chapters/01_welcome/run.json": RUN,
+                      "chapters/01_welcome/noise": os.urandom(4000)})[0].read_bytes()
+    first, second = tmp_path / "c.tgz.00", tmp_path / "c.tgz.01"
+    first.write_bytes(whole[:2000])
+    second.write_bytes(whole[2000:])
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    empty = tmp_path / "empty.tgz.00"
+    empty.write_bytes(b"")
+    for parts in ([first], [second], [text], [empty], [first, first, second]):
+        with pytest.raises(ValueError, match="do not join into a pack .* each once|given twice"):
+            runmod.unpack(parts, "h200", tmp_path / "reference")
+    assert runmod.unpack([second, first], "h200", tmp_path / "reference") == \
+        ["h200/chapters/01_welcome"]
+
+
+def test_unpack_leaves_a_symlinked_folder_alone(tmp_path):
+    root = tmp_path / "reference"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep").write_text("keep")
+    (root / "h200/chapters").mkdir(parents=True)
+    (root / "h200/chapters/01_welcome").symlink_to(elsewhere)
+    parts = _pack_of(tmp_path, {"ch01": "chapters/01_welcome"},
+                     {"chapters/01_welcome/run.json": RUN})
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        runmod.unpack(parts, "h200", root)
+    assert (elsewhere / "keep").read_text() == "keep"
 
 
 def test_call_limit_default_leaves_room_under_the_devices_ten_minutes():
@@ -481,6 +600,7 @@ def test_time_s_shortens_the_call_but_keeps_the_plans_items(monkeypatch, tmp_pat
         return []
 
     monkeypatch.setattr(runmod, "run_call", fake_run_call)
+    monkeypatch.setattr("vllm_course.cli.reference._gpu_here", lambda name: None)
     args = ["reference", "run", "a", "--call", "2", "--out", str(tmp_path)]
     result = CliRunner().invoke(main, [*args, "--time-s", "250"])
     assert result.exit_code == 0, result.output
@@ -805,3 +925,59 @@ def test_status_dates_a_run_by_the_commit_that_brought_it_not_a_later_edit(tmp_p
     rows = {r.item: r.outcome for r in status.standings(parts, ref, tmp_path)}
     assert rows["ch15.fp8"] == "covered by ch15"               # the whole ran on one GPU
     assert rows["ch18.layouts-a"] == "pending"                 # it needs two GPUs
+
+
+@pytest.mark.parametrize(("run", "estimate", "servers"), [
+    ({"wall_s": 120, "servers": ["a"]}, 120, ("a",)),
+    ({"wall_s": float("inf"), "servers": 5}, DEFAULT_S["chapter"], ()),
+    ({"wall_s": float("nan"), "servers": None}, DEFAULT_S["chapter"], ()),
+    ({"wall_s": -5, "servers": [5]}, DEFAULT_S["chapter"], ()),
+    ({"wall_s": 10 ** 400, "servers": [["x"]]}, DEFAULT_S["chapter"], ()),
+    ({"wall_s": True, "measured": None}, DEFAULT_S["chapter"], ()),
+])
+def test_a_damaged_run_json_plans_with_the_default_instead_of_crashing(tmp_path, run, estimate,
+                                                                       servers):
+    folder = tmp_path / "h200/chapters/01_a"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps(run))       # Infinity, NaN: as Python writes
+    item = catalog_item("ch01", "chapter", "chapters/01_a.ipynb", "chapters/01_a", "h200",
+                        root=tmp_path)
+    assert (item.estimate_s, item.servers) == (estimate, servers)
+    assert "None" not in item.estimate_from
+
+
+def test_status_lists_an_unreadable_run_json_to_redo_and_ignores_stray_folders(tmp_path):
+    from vllm_course.reference import status
+
+    item = Item("ch01", "chapter", "chapters/01_a.ipynb", "chapters/01_a", 0, "test")
+    (tmp_path / "h200/chapters/01_a").mkdir(parents=True)
+    (tmp_path / "h200/chapters/01_a/run.json").write_text("[1, 2]")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    (tmp_path / "junk").mkdir()
+    assert status.profiles(tmp_path) == ["h200"]
+    text = status.describe(status.standings([item], tmp_path, tmp_path))
+    assert "h200: 1 of 1 run or covered; to redo: ch01; pending: none" in text
+    assert "junk" not in text and "checkpoints" not in text
+
+
+@pytest.mark.parametrize("profile", [None, "h200"])
+def test_reference_run_refuses_a_machine_without_the_gpu_before_planning(monkeypatch, profile):
+    """It printed the plan on a CPU machine and stopped only at --pack (without --pack it would
+    have started the call)."""
+    from click.testing import CliRunner
+
+    from vllm_course.cli import main
+    from vllm_course.env import machine
+
+    if machine.gpu_info():
+        pytest.skip("this machine has an NVIDIA GPU: the refusal is for machines without one")
+    if profile:
+        monkeypatch.setenv("PROFILE", profile)
+    else:
+        monkeypatch.delenv("PROFILE", raising=False)
+    monkeypatch.setattr(runmod, "run_call", lambda *a, **k: pytest.fail("a call started"))
+    result = CliRunner().invoke(main, ["reference", "run", "ch01", "--call", "1"])
+    assert result.exit_code == 2
+    assert "plan for profile" not in result.output
+    assert ("reference runs are GPU runs" if profile is None else "nvidia-smi lists none") \
+        in result.output
