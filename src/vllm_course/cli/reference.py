@@ -55,8 +55,9 @@ def reference_plan(items: tuple[str, ...], profile: str | None, call_s: int) -> 
     from vllm_course.reference.plan import describe
 
     name = _plan_profile(profile)
+    calls = _calls(items, name, call_s)               # a bad item: one line, no plan header
     click.echo(f"plan for profile {name}")
-    click.echo(describe(_calls(items, name, call_s)))
+    click.echo(describe(calls))
 
 
 @reference.command("status")

@@ -228,7 +228,7 @@ def select(words: list[str], items: list[Item]) -> list[Item]:
             chosen |= {i.id for i in items if not i.parts}
         elif w in GROUPS:
             chosen |= {i.id for i in items if i.kind == GROUPS[w] and not i.parts}
-        elif m := re.fullmatch(r"([a-z]+)(\d+)-([a-z]+)?(\d+)", w):
+        elif m := re.fullmatch(r"([a-z]+)([0-9]{1,3})-([a-z]+)?([0-9]{1,3})", w):
             prefix, lo, prefix2, hi = m.group(1), int(m.group(2)), m.group(3), int(m.group(4))
             if prefix2 not in (None, prefix):
                 raise ValueError(f"{word!r}: a range stays within one kind, e.g. ch01-ch08")

@@ -110,7 +110,8 @@ def test_a_backwards_range_is_turned_round_in_the_message():
         select(["ch03-ch01"], catalog("h200"))
 
 
-@pytest.mark.parametrize("word", ["ch99", "lab", "ch01-lab02", "ch40-ch50", "burst"])
+@pytest.mark.parametrize("word", ["ch99", "lab", "ch01-lab02", "ch40-ch50", "burst",
+                                  "ch\u0661-ch\u0663", "ch1-ch" + "9" * 5000])
 def test_select_names_what_exists_when_a_word_names_nothing(word):
     with pytest.raises(ValueError, match="ch01"):
         select([word], catalog("h200"))
