@@ -470,8 +470,8 @@ def unpack(parts: list[Path], profile: str | None = None,
     :data:`MANIFEST` lists them) under ``root/<profile>/``, replacing what was there. Returns
     the folders written, relative to ``root``. ``profile`` defaults to the one the items'
     ``run.json`` record (the machine's, as the runner saw it), so an H100's runs cannot land
-    in ``h200/`` by a forgotten option. The folders are written beside ``root`` first and
-    swapped in only when all of them were written.
+    in ``h200/`` by a forgotten option. The folders are written to a temporary folder in ``root``
+    first and moved into place only when all of them were written.
 
     Raises:
         ValueError: the parts are not one whole pack; a member is not a plain file or folder
