@@ -479,7 +479,7 @@ def test_unpack_takes_only_a_course_profile(tmp_path, profile):
     with pytest.raises(ValueError, match="not one of the course's profiles|record no profile"):
         runmod.unpack(parts, given, root)
     assert not root.exists() or not any(root.rglob("*.json"))
-    assert not (tmp_path.parent / "victim").exists()
+    assert not (root / "../../../victim").resolve().exists()
 
 
 def test_unpack_refuses_members_that_leave_the_pack_even_behind_dot_slash(tmp_path):
