@@ -47,8 +47,10 @@ def _plan_profile(profile: str | None) -> str:
               help="The reference profile whose last runs give the estimates [default: "
                    "$PROFILE if set, else h200, as 'reference run' plans on a device machine "
                    "with that PROFILE].")
-@click.option("--call-s", type=click.IntRange(min=60), default=540, show_default=True,
-              help="Seconds one device call may take.")
+@click.option("--call-s", type=click.IntRange(min=60, max=600), default=540,
+              show_default=True,
+              help="Seconds one device call may take (at most 600: the device machine's "
+                   "limit for one command).")
 def reference_plan(items: tuple[str, ...], profile: str | None, call_s: int) -> None:
     """Print how ITEMS (ch01-ch08, lab03, bench-burst, demo, chapters, labs, bench, all) split
     into device calls, with the estimated device time; runs nothing."""
@@ -100,7 +102,8 @@ def _gpu_here(name: str) -> None:
 @click.argument("items", nargs=-1, required=True)
 @click.option("--call", "number", type=click.IntRange(min=1), required=True,
               help="Which call of the plan to run (1-based).")
-@click.option("--call-s", type=click.IntRange(min=60), default=540, show_default=True,
+@click.option("--call-s", type=click.IntRange(min=60, max=600), default=540,
+              show_default=True,
               help="Seconds one device call may take, as given to 'reference plan': it splits "
                    "ITEMS into calls, so keep it the same for every call of one plan.")
 @click.option("--time-s", type=click.IntRange(min=60), default=None,
@@ -132,7 +135,8 @@ def reference_run(items: tuple[str, ...], number: int, call_s: int, time_s: int 
         call.limit_s = time_s
         click.echo(f"call {number} may run {time_s} s (--time-s), not {call_s} s")
     folder = Path(out) / f"call-{number}"
-    if pack_to:           # a folder that cannot take the parts fails now, not after the call
+    writable(out, "--out")    # folders that cannot take the results fail now, not after the call
+    if pack_to:
         writable(pack_to, "--pack")
     runs = run_call(call, folder, calls=len(calls), echo=click.echo)
     ok = sum(r["exit"] == 0 for r in runs)
