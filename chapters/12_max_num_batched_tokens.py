@@ -146,6 +146,8 @@ else:
     SHORT_RATE = 20.0
 LONG_OUT = 8                   # a long prompt asks for a short answer (think: summarise this)
 LONG_GAP_S = 1.0               # one long prompt every second
+WITNESS_LEAD_S = 0.5           # a witness is sent this long before each long prompt...
+WITNESS_OUT = 320              # ...and asks for this many tokens (section 3 says why)
 N_LONG = nb.scaled(full=12, ci=4)
 N_SHORT = round(SHORT_RATE * N_LONG * LONG_GAP_S)
 
@@ -166,6 +168,14 @@ pd.DataFrame({"budget B": BUDGETS,
 #
 # The long prompts are a little shorter than the default budget, so at the default they are
 # prefilled in a single step.
+#
+# Half a second before each long prompt one more short request arrives, a **witness**: a short
+# prompt with a long answer (`WITNESS_OUT` tokens). Whether a Poisson short request happens to be
+# generating through a whole long prefill depends on the machine's pace (on a slow run the short
+# answers ended inside the prefills and nothing counted the steps); the witness is generating
+# before the long prompt arrives and keeps generating long after its prefill, by construction,
+# so every long prompt has one stream that receives a token at every step of its prefill
+# (section 6 counts them). It is a short request like the others in every table below.
 
 # %%
 import dataclasses
@@ -177,32 +187,36 @@ from vllm_course.workload import generators, write_jsonl
 from vllm_course.workload.lengths import Fixed, Uniform
 
 spec = generators.GeneratorSpec(
-    model=profile.model, endpoint="completions", seed=12, num_requests=N_SHORT + N_LONG,
+    model=profile.model, endpoint="completions", seed=12, num_requests=N_SHORT + 2 * N_LONG,
     populations={
         "short": generators.Population(weight=N_SHORT, input_len=Uniform(low=SHORT_IN[0],
                                        high=SHORT_IN[1]),
                                        output_len=Uniform(low=SHORT_OUT[0], high=SHORT_OUT[1])),
         "long": generators.Population(weight=N_LONG, input_len=Uniform(low=LONG_IN[0],
                                       high=LONG_IN[1]), output_len=Fixed(value=LONG_OUT)),
+        "witness": generators.Population(weight=N_LONG, input_len=Fixed(value=SHORT_IN[0]),
+                                         output_len=Fixed(value=WITNESS_OUT)),
     })
 generated = generators.generate(spec, PromptTokenizer(profile.model))
 LONG_MIN = LONG_IN[0]
-shorts = [r for r in generated if r.prompt_len < LONG_MIN]
+witnesses = [r for r in generated if r.output_len == WITNESS_OUT]
+shorts = [r for r in generated if r.prompt_len < LONG_MIN and r.output_len != WITNESS_OUT]
 longs = [r for r in generated if r.prompt_len >= LONG_MIN]
 rng = np.random.default_rng(1212)
 short_times = np.concatenate([[0.0], np.cumsum(rng.exponential(1 / SHORT_RATE, len(shorts) - 1))])
 long_times = LONG_GAP_S / 2 + LONG_GAP_S * np.arange(len(longs))
-timed = ([dataclasses.replace(r, timestamp_s=round(float(t), 4))
-          for r, t in zip(shorts, short_times, strict=True)]
-         + [dataclasses.replace(r, timestamp_s=round(float(t), 4))
-            for r, t in zip(longs, long_times, strict=True)])
+timed = [dataclasses.replace(r, timestamp_s=round(float(t), 4))
+         for group, times in ((shorts, short_times), (longs, long_times),
+                              (witnesses, long_times - WITNESS_LEAD_S))
+         for r, t in zip(group, times, strict=True)]
 timed.sort(key=lambda r: r.timestamp_s)
 WORKLOAD = OUT / "mixed.jsonl"
 write_jsonl(timed, WORKLOAD)
 print(f"{len(shorts)} short requests ({SHORT_IN[0]}-{SHORT_IN[1]} prompt, {SHORT_OUT[0]}-"
       f"{SHORT_OUT[1]} output tokens, {SHORT_RATE:g}/s) and {len(longs)} long prompts "
       f"({min(r.prompt_len for r in longs)}-{max(r.prompt_len for r in longs)} tokens, "
-      f"{LONG_OUT} output tokens, one every {LONG_GAP_S:g} s), over "
+      f"{LONG_OUT} output tokens, one every {LONG_GAP_S:g} s), each {WITNESS_LEAD_S:g} s after a "
+      f"witness ({SHORT_IN[0]} prompt, {WITNESS_OUT} output tokens), over "
       f"{timed[-1].timestamp_s:.1f} s")
 
 # %%
@@ -211,6 +225,9 @@ import matplotlib.pyplot as plt
 fig, ax = plt.subplots(figsize=(9, 2.8))
 ax.scatter([r.timestamp_s for r in timed if r.prompt_len < LONG_MIN],
            [r.prompt_len for r in timed if r.prompt_len < LONG_MIN], s=12, label="short")
+ax.scatter([r.timestamp_s for r in timed if r.output_len == WITNESS_OUT],
+           [r.prompt_len for r in timed if r.output_len == WITNESS_OUT], s=40, marker="^",
+           color="tab:green", label=f"short, {WITNESS_OUT} tokens out (witness)")
 ax.scatter([r.timestamp_s for r in timed if r.prompt_len >= LONG_MIN],
            [r.prompt_len for r in timed if r.prompt_len >= LONG_MIN], s=40, marker="s",
            color="tab:red", label="long")
@@ -341,7 +358,8 @@ plt.show()
 # - **steps per long prefill**, counted from the client: the most tokens any short request
 #   received between a long prompt's send time and its first token, among the short requests
 #   that were generating for that whole time (one that started or finished in the middle would
-#   count only part of the steps). Each step gives a generating request one token, so this counts
+#   count only part of the steps; each long prompt's witness is one of them). Each step gives a
+#   generating request one token, so this counts
 #   the steps the prefill took (plus the steps that ran while the long prompt was still being
 #   tokenized and queued);
 # - the server's mean tokens per step (`vllm:iteration_tokens_total`, chapter 08).
@@ -507,8 +525,9 @@ nb.check(all(r.server_metrics is not None and r.server_metrics.tokens_per_step_m
 measured, predicted = (ts["steps per long prefill, median (measured)"],
                        ts["steps per long prefill (predicted, d=5)"])
 # counted over short requests that generated through the whole prefill (before that rule, a
-# fresh-clone CI run counted 10 of 32: its short requests had finished mid-prefill); the check
-# asks for half the prediction, since steps also differ from P/(B-d) when d changes mid-prefill
+# fresh-clone CI run counted 10 of 32: its short requests had finished mid-prefill; before the
+# witnesses, another found no such request at all); the check asks for half the prediction,
+# since steps also differ from P/(B-d) when d changes mid-prefill
 nb.check(not np.isnan(measured) and measured >= 0.5 * predicted,
          f"at budget {min(BUDGETS)} a long prompt needed about P/(B-d) steps",
          "no short request generated through a whole long prefill" if np.isnan(measured) else
@@ -545,8 +564,9 @@ nb.check(all(r.summary.completed == r.summary.num_requests for r in runs.values(
 # ## On the H200
 # This notebook, run top to bottom on the `h200` profile (`vllm-course reference run ch12`,
 # 2026-12-04: budgets 256, 1,024 and the H200's default 8,192; 240 short requests at 20/s and 12
-# long prompts of about 7,300 tokens, one a second). Every check above held there too. Its
-# `budget_table.json` (section 6) and the run's record:
+# long prompts of about 7,300 tokens, one a second; that run had no witnesses, which section 3
+# added on 2026-12-06). Every check above held there too. Its `budget_table.json` (section 6) and
+# the run's record:
 
 # %%
 h200_table = nb.reference("h200/chapters/12_max_num_batched_tokens/runs/budget_table.json")
