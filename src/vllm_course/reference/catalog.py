@@ -102,7 +102,7 @@ def _last_run(folder: Path) -> dict:
     """``folder/run.json`` as a dict; ``{}`` if it is missing, unreadable or not an object."""
     try:
         run = json.loads((folder / "run.json").read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return run if isinstance(run, dict) else {}
 
@@ -124,18 +124,24 @@ def _servers(run: dict) -> tuple[str, ...]:
     return ()
 
 
-def _measured(run: dict) -> str:
-    """A run's ``measured`` date as text, ``?`` when it records none."""
-    return str(run["measured"]) if run.get("measured") else "?"
+def measured_on(run: dict, missing: str = "?") -> str:
+    """A run's ``measured`` date, ``missing`` when it records none (or not as one line of
+    text)."""
+    date = run.get("measured")
+    return date if isinstance(date, str) and date and date.isprintable() else missing
 
 
 def _kept_runs(folder: Path) -> tuple[int, int] | None:
     """(runs kept, runs wanted) of the calibration a call stopped in ``folder``, if any."""
     try:
         kept = json.loads((folder / KEPT_RUNS).read_text())
-        return len(kept["runs"]), int(kept["runs_wanted"])
-    except (OSError, ValueError, KeyError, TypeError):
+        runs, wanted = kept["runs"], kept["runs_wanted"]
+    except (OSError, ValueError, RecursionError, KeyError, TypeError):
         return None
+    if not isinstance(runs, list) or not isinstance(wanted, int) or isinstance(wanted, bool) \
+            or not 0 < wanted <= 100:
+        return None                     # damaged: plan the item as if nothing were kept
+    return len(runs), wanted
 
 
 def other_profile_runs(root: Path, profile: str, dest: str) -> list[tuple[str, dict]]:
@@ -171,17 +177,17 @@ def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str 
         # holds the run it was stopped in)
         per_run = wall / made
         how = (f"resumes {kept[0]} of {kept[1]} runs kept, ~{per_run:.0f} s a run in its "
-               f"last call on {_measured(last)}")
+               f"last call on {measured_on(last)}")
         estimate = int(round(per_run * (kept[1] - kept[0])))
     elif kept and kept[0] < kept[1]:
         how, estimate = (f"resumes {kept[0]} of {kept[1]} runs kept; no run of its last call "
                          f"was timed: the default for a {kind}"), DEFAULT_S[kind]
     elif wall is not None:
-        how, estimate = f"its last run: {wall:.0f} s on {_measured(last)}", int(round(wall))
+        how, estimate = f"its last run: {wall:.0f} s on {measured_on(last)}", int(round(wall))
     elif other := _elsewhere(root, profile, dest):
         name, run = other
         how = (f"not run on {profile} yet: its {name} run took {_wall_s(run):.0f} s on "
-               f"{_measured(run)}")
+               f"{measured_on(run)}")
         estimate = int(round(_wall_s(run)))
     else:
         how, estimate = f"not run yet: the default for a {kind}", DEFAULT_S[kind]

@@ -23,6 +23,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -375,55 +376,115 @@ def _recorded_profile(run_json: bytes | None) -> str | None:
     """The ``profile`` an item's ``run.json`` records, if it can be read as a name."""
     try:
         profile = json.loads(run_json or b"{}").get("profile")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     return profile if isinstance(profile, str) else None
+
+
+#: The most a pack may hold once decompressed (bytes): a pack is at most 8 parts of 16 MiB of
+#: files of at most 2 MiB each, mostly JSON, which gzip shrinks about tenfold.
+MAX_UNPACKED_BYTES = 2 * 2**30
+
+
+def _part_order(part: Path) -> tuple[str, str]:
+    """Parts join in the order of their names (``.00``, ``.01``, ...), wherever they lie."""
+    return part.name, str(part)
+
+
+def _gunzip(data: bytes, names: str) -> bytes:
+    """``data`` decompressed (every gzip member), refusing more than
+    :data:`MAX_UNPACKED_BYTES` and anything after the gzip data."""
+    out, rest = bytearray(), data
+    while rest:
+        d = zlib.decompressobj(wbits=31)               # one gzip member
+        out += d.decompress(rest, MAX_UNPACKED_BYTES + 1 - len(out))
+        if len(out) > MAX_UNPACKED_BYTES or d.unconsumed_tail:
+            raise ValueError(f"{names} hold more than {MAX_UNPACKED_BYTES / 2**30:.0f} GiB "
+                             "unpacked: not a pack of `vllm-course reference run`")
+        if not d.eof:
+            raise EOFError("the gzip data ends early")
+        rest = d.unused_data
+    return bytes(out)
+
+
+def _member_name(name: str) -> str:
+    """A member's path inside the pack (``./`` dropped).
+
+    Raises:
+        ValueError: it is absolute, has empty, ``.`` or ``..`` segments, or control
+            characters: not a plain path inside the pack.
+    """
+    path = name.removeprefix("./")
+    segments = path.split("/")
+    if (not path or any(s in ("", ".", "..") for s in segments)
+            or any(not c.isprintable() for c in path)):
+        raise ValueError(f"refusing {name!r}: not a plain file inside the pack")
+    return path
 
 
 def _read_pack(parts: list[Path]) -> dict[str, bytes]:
     """The files of a pack split into ``parts`` (joined in name order), by path.
 
     Raises:
-        ValueError: the parts do not join into a gzip tar (a part missing, damaged or given
-            twice), a member is not a plain file or folder inside the pack, or there is no
-            manifest.
+        ValueError: the parts do not join into one gzip tar (a part missing, damaged, given
+            twice, or parts of several calls), it unpacks to more than
+            :data:`MAX_UNPACKED_BYTES`, a member is not a plain file or folder inside the pack
+            or comes twice, or there is no manifest.
     """
-    names = ", ".join(p.name for p in sorted(parts))
-    if len({p.resolve() for p in parts}) != len(parts):
+    parts = sorted(parts, key=_part_order)
+    names = ", ".join(p.name for p in parts)
+    if len({p.resolve() for p in parts}) != len(parts) or \
+            len({p.name for p in parts}) != len(parts):
         raise ValueError(f"{names}: a part is given twice; give each part of one call once")
     try:
-        data = b"".join(p.read_bytes() for p in sorted(parts))
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        raw = _gunzip(b"".join(p.read_bytes() for p in parts), names)
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
             files = {}
             for m in tar.getmembers():
-                name = m.name.removeprefix("./")
-                if (m.name.startswith("/") or name.startswith("/") or ".." in Path(name).parts
-                        or not (m.isfile() or m.isdir())):
+                if m.isdir():               # folders come from the files' paths
+                    continue
+                if not m.isfile():
                     raise ValueError(f"refusing {m.name!r}: not a plain file inside the pack")
-                if m.isfile():
-                    files[name] = tar.extractfile(m).read()
-    except (tarfile.TarError, EOFError, OSError) as exc:   # OSError: gzip's CRC, a short read
+                name = _member_name(m.name)
+                if name in files:
+                    raise ValueError(f"refusing {m.name!r}: it comes twice in the pack")
+                files[name] = tar.extractfile(m).read()
+            end = tar.offset
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:  # OSError: a short read
         raise ValueError(f"{names} do not join into a pack of `vllm-course reference run` "
                          f"({exc or type(exc).__name__}): give every part of one call "
                          "(reference-call-K.tgz.00, .01, ...), each once") from None
+    if raw[end:].strip(b"\0"):
+        raise ValueError(f"{names} hold more than one pack: give the parts of one call "
+                         "(reference-call-K.tgz.*), and unpack each call on its own")
     if MANIFEST not in files:
         raise ValueError(f"the parts hold no {MANIFEST}: not a pack of `vllm-course reference "
                          "run`, or a part is missing")
     return files
 
 
+def _json_object(data: bytes) -> dict | None:
+    """``data`` as a JSON object, ``None`` if it is not one."""
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def _manifest(files: dict[str, bytes]) -> dict[str, str]:
     """The pack's :data:`MANIFEST` (item id -> its folder), checked: each item is one of the
-    course's, its folder the course's folder for it, and the pack holds its files.
+    course's, its folder the course's folder for it, and the pack holds its ``run.json`` as a
+    JSON object.
 
     Raises:
         ValueError: any of these fails (nothing is written then).
     """
     try:
         manifest = json.loads(files[MANIFEST])
-    except ValueError as exc:
-        raise ValueError(f"the pack's {MANIFEST} is not JSON ({exc}): the pack is "
-                         "damaged") from None
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"the pack's {MANIFEST} is not JSON ({type(exc).__name__}): the pack "
+                         "is damaged") from None
     if not isinstance(manifest, dict) or not manifest:
         raise ValueError(f"the pack's {MANIFEST} lists no items: the call finished none")
     folders = {item.id: item.dest for item in catalog()}
@@ -436,6 +497,9 @@ def _manifest(files: dict[str, bytes]) -> dict[str, str]:
         if f"{dest}/run.json" not in files:
             raise ValueError(f"the pack holds no {dest}/run.json for {item}: a part is "
                              "missing, or the pack is damaged")
+        if _json_object(files[f"{dest}/run.json"]) is None:
+            raise ValueError(f"the pack's {dest}/run.json is not a JSON object: the pack is "
+                             "damaged")
     return manifest
 
 
@@ -444,7 +508,7 @@ def _pack_profile(files: dict[str, bytes], dests: list[str], profile: str | None
 
     Raises:
         ValueError: an item records another profile, none is given and the items record
-            none or several, or the profile is not one of the course's.
+            none or several, or the profile is not one of the course's GPU profiles.
     """
     recorded = {dest: _recorded_profile(files.get(f"{dest}/run.json")) for dest in dests}
     seen = sorted({p for p in recorded.values() if p})
@@ -454,14 +518,59 @@ def _pack_profile(files: dict[str, bytes], dests: list[str], profile: str | None
             raise ValueError(f"the items' run.json record {said}: name the folder of "
                              "reference/ they go to with --profile")
         profile = seen[0]
-    if profile not in env.profile_names():
-        raise ValueError(f"{profile!r} is not one of the course's profiles "
-                         f"({', '.join(env.profile_names())}): nothing unpacked")
+    gpu = [n for n in env.profile_names() if env.load_profile(n).device == "cuda"]
+    if profile not in gpu:
+        raise ValueError(f"{profile!r} is not one of the course's GPU profiles "
+                         f"({', '.join(gpu)}): nothing unpacked")
     if wrong := {dest: p for dest, p in recorded.items() if p and p != profile}:
         dest, made_on = next(iter(wrong.items()))
         raise ValueError(f"nothing unpacked: {dest} was run on profile {made_on} (its run.json), "
                          f"not {profile}; pass --profile {made_on}")
     return profile
+
+
+def _refuse_links(root: Path, profile: str, dests: list[str]) -> None:
+    """Refuse an item folder, or a folder above it inside ``root``, that is a symbolic link:
+    the writes would land elsewhere.
+
+    Raises:
+        ValueError: naming the link.
+    """
+    for dest in dests:
+        for path in (root / profile / dest, *(root / profile / dest).parents):
+            if path == root:
+                break
+            if path.is_symlink():
+                raise ValueError(f"{path} is a symbolic link: replace it with a folder (or "
+                                 "remove it); nothing unpacked")
+
+
+def _swap(base: Path, dests: list[str], stage: Path) -> None:
+    """Put ``stage/new/<dest>`` in place of ``base/<dest>`` for every dest, by renames only:
+    the old folders go to ``stage/old`` first, so that one that cannot be moved stops
+    everything before a file is lost; on any failure, what was there is put back.
+
+    Raises:
+        OSError: a rename failed (everything is as it was).
+    """
+    moved: list[str] = []            # dests whose old folder is in stage/old
+    placed: list[str] = []           # dests whose new folder is in place
+    try:
+        for dest in dests:
+            if (base / dest).exists() or (base / dest).is_symlink():
+                (stage / "old" / dest).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(base / dest, stage / "old" / dest)
+                moved.append(dest)
+        for dest in dests:
+            (base / dest).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(stage / "new" / dest, base / dest)
+            placed.append(dest)
+    except BaseException:
+        for dest in reversed(placed):
+            os.replace(base / dest, stage / "new" / dest)
+        for dest in reversed(moved):
+            os.replace(stage / "old" / dest, base / dest)
+        raise
 
 
 def unpack(parts: list[Path], profile: str | None = None,
@@ -479,31 +588,24 @@ def unpack(parts: list[Path], profile: str | None = None,
             or a folder that is not that item's, or an item whose ``run.json`` the pack lacks;
             ``profile`` is not one of the course's, or differs from the one an item's
             ``run.json`` records, or none is given and the items record none or several; an
-            item's folder here is a symbolic link. Nothing is written then.
-        OSError: writing failed (nothing is replaced then).
+            item's folder here, or a folder above it inside ``root``, is a symbolic link.
+            Nothing is written then.
+        OSError: writing or moving failed (the folders that were there are put back).
     """
     files = _read_pack(parts)
     dests = list(_manifest(files).values())
     profile = _pack_profile(files, dests, profile)
-    for dest in dests:
-        if (root / profile / dest).is_symlink():
-            raise ValueError(f"reference/{profile}/{dest} is a symbolic link: replace it with "
-                             "a folder (or remove it); nothing unpacked")
+    _refuse_links(root, profile, dests)
     root.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".unpack-", dir=root))
     try:
         for dest in dests:
             for name, content in files.items():
                 if name.startswith(dest + "/"):
-                    out = stage / dest / name[len(dest) + 1:]
+                    out = stage / "new" / dest / name[len(dest) + 1:]
                     out.parent.mkdir(parents=True, exist_ok=True)
                     out.write_bytes(content)
-        for dest in dests:
-            target = root / profile / dest
-            if target.exists():
-                shutil.rmtree(target)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(stage / dest, target)
+        _swap(root / profile, dests, stage)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return [f"{profile}/{dest}" for dest in dests]

@@ -25,6 +25,7 @@ from vllm_course.reference.catalog import (
     REPO_ROOT,
     Item,
     _last_run,
+    measured_on,
 )
 
 
@@ -226,8 +227,7 @@ def standing(item: Item, profile: str, root: Path = REFERENCE_ROOT,
     run = _last_run(folder)
     old = _calibrated(folder, item.id) if item.kind == "lab" else None
     if run:
-        record, measured, outcome = folder / "run.json", str(run.get("measured") or ""), \
-            _outcome(run)
+        record, measured, outcome = folder / "run.json", measured_on(run, ""), _outcome(run)
         if old:
             outcome += "; also " + old[1]
     elif (folder / "run.json").is_file():

@@ -476,7 +476,7 @@ def test_unpack_takes_only_a_course_profile(tmp_path, profile):
     parts = _pack_of(tmp_path, {"ch01": "chapters/01_welcome"},
                      {"chapters/01_welcome/run.json": run})
     given = profile if isinstance(profile, str) and profile else None
-    with pytest.raises(ValueError, match="not one of the course's profiles|record no profile"):
+    with pytest.raises(ValueError, match="not one of the course's GPU profiles|record no profile"):
         runmod.unpack(parts, given, root)
     assert not root.exists() or not any(root.rglob("*.json"))
     assert not (tmp_path / "victim").exists()
@@ -982,3 +982,147 @@ def test_reference_run_refuses_a_machine_without_the_gpu_before_planning(monkeyp
     assert "plan for profile" not in result.output
     assert ("reference runs are GPU runs" if profile is None else "nvidia-smi lists none") \
         in result.output
+
+
+def test_unpack_refuses_member_names_that_are_not_plain_paths(tmp_path):
+    """``chapters/01_welcome//tmp/x`` passed the ``..`` check and ``stage / dest / '/tmp/x'``
+    wrote to /tmp/x."""
+    victim = tmp_path / "victim.txt"
+    for odd in (f"chapters/01_welcome/{victim}",            # .../01_welcome//tmp/...
+                "chapters/01_welcome/./x", "chapters/01_welcome/a\nb"):
+        parts = _pack_of(tmp_path, {"ch01": "chapters/01_welcome"},
+                         {"chapters/01_welcome/run.json": RUN, odd: b"evil"}, name="odd")
+        with pytest.raises(ValueError, match="not a plain file inside the pack"):
+            runmod.unpack(parts, "h200", tmp_path / "reference")
+        assert not victim.exists() and not (tmp_path / "reference").exists()
+
+
+def test_unpack_refuses_two_calls_joined_trailing_bytes_and_a_damaged_part(tmp_path):
+    one = _pack_of(tmp_path, {"ch01": "chapters/01_welcome"},
+                   {"chapters/01_welcome/run.json": RUN}, name="reference-call-1")[0]
+    two = _pack_of(tmp_path, {"ch03": "chapters/03_kv_cache"},
+                   {"chapters/03_kv_cache/run.json": RUN}, name="reference-call-2")[0]
+    with pytest.raises(ValueError, match="more than one pack"):
+        runmod.unpack([one, two], "h200", tmp_path / "reference")
+    stale = tmp_path / "reference-call-1.tgz.01"
+    stale.write_bytes(os.urandom(5000))
+    with pytest.raises(ValueError, match="do not join into a pack"):
+        runmod.unpack([one, stale], "h200", tmp_path / "reference")
+    big = _pack_of(tmp_path, {"ch01": "chapters/01_welcome"},
+                   {"chapters/01_welcome/run.json": RUN,
+                    "chapters/01_welcome/noise": os.urandom(20000)}, name="big")[0]
+    data = bytearray(big.read_bytes())
+    data[5000:5100] = bytes(100)                       # damaged in transfer
+    big.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="do not join into a pack"):
+        runmod.unpack([big], "h200", tmp_path / "reference")
+    copy = tmp_path / "elsewhere"
+    copy.mkdir()
+    (copy / one.name).write_bytes(one.read_bytes())
+    with pytest.raises(ValueError, match="given twice"):
+        runmod.unpack([one, copy / one.name], "h200", tmp_path / "reference")
+    assert not (tmp_path / "reference").exists()
+
+
+def test_unpack_joins_parts_by_name_wherever_they_lie_and_caps_the_unpacked_size(tmp_path,
+                                                                                monkeypatch):
+    whole = _pack_of(tmp_path, {"ch01": "chapters/01_welcome"},
+                     {"chapters/01_welcome/run.json": RUN,
+                      "chapters/01_welcome/zeros": bytes(50000)})[0].read_bytes()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    third = len(whole) // 3
+    parts = [tmp_path / "b/c.tgz.00", tmp_path / "a/c.tgz.01", tmp_path / "a/c.tgz.02"]
+    for part, piece in zip(parts, (whole[:third], whole[third:2 * third], whole[2 * third:]),
+                           strict=True):
+        part.write_bytes(piece)
+    assert runmod.unpack(parts, "h200", tmp_path / "reference") == ["h200/chapters/01_welcome"]
+    monkeypatch.setattr(runmod, "MAX_UNPACKED_BYTES", 40000)      # the zeros unpack to 50,000
+    with pytest.raises(ValueError, match="hold more than"):
+        runmod.unpack(parts, "h200", tmp_path / "reference2")
+
+
+def test_unpack_refuses_duplicates_a_cpu_profile_and_an_unreadable_run_json(tmp_path):
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path, data in ((runmod.MANIFEST, b'{"ch01": "chapters/01_welcome"}'),
+                           ("chapters/01_welcome/run.json", RUN),
+                           ("chapters/01_welcome/run.json", b'{"profile": "h100-80g"}')):
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    twice = tmp_path / "twice.tgz.00"
+    twice.write_bytes(buf.getvalue())
+    with pytest.raises(ValueError, match="comes twice"):
+        runmod.unpack([twice], root=tmp_path / "reference")
+    cpu = _pack_of(tmp_path, {"ch01": "chapters/01_welcome"},
+                   {"chapters/01_welcome/run.json": b'{"profile": "cpu-tiny"}'}, name="cpu")
+    with pytest.raises(ValueError, match="not one of the course's GPU profiles"):
+        runmod.unpack(cpu, root=tmp_path / "reference")
+    for bad in (b"not json", b"[1]", b"[" * 100000):
+        garbled = _pack_of(tmp_path, {"ch01": "chapters/01_welcome"},
+                           {"chapters/01_welcome/run.json": bad}, name="garbled")
+        with pytest.raises(ValueError, match="not a JSON object"):
+            runmod.unpack(garbled, "h200", tmp_path / "reference")
+    assert not (tmp_path / "reference").exists()
+
+
+def test_unpack_puts_everything_back_when_a_folder_cannot_be_replaced(tmp_path, monkeypatch):
+    """The first item was replaced and the second half deleted when the second could not be
+    (a file in its place, an undeletable file, a read-only parent)."""
+    root = tmp_path / "reference"
+    for dest in ("chapters/01_welcome", "chapters/02_how_vllm_serves"):
+        (root / "h200" / dest / "runs").mkdir(parents=True)
+        (root / "h200" / dest / "run.json").write_text("old")
+        (root / "h200" / dest / "runs/keep.json").write_text("old")
+    parts = _pack_of(tmp_path, {"ch01": "chapters/01_welcome",
+                                "ch02": "chapters/02_how_vllm_serves"},
+                     {"chapters/01_welcome/run.json": RUN,
+                      "chapters/02_how_vllm_serves/run.json": RUN})
+    real = os.replace
+
+    def refuse_the_second_item(src, dst):
+        if str(src).endswith("new/chapters/02_how_vllm_serves"):
+            raise PermissionError(1, "Operation not permitted", str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(runmod.os, "replace", refuse_the_second_item)
+    with pytest.raises(PermissionError):
+        runmod.unpack(parts, "h200", root)
+    for dest in ("chapters/01_welcome", "chapters/02_how_vllm_serves"):
+        assert (root / "h200" / dest / "run.json").read_text() == "old"
+        assert (root / "h200" / dest / "runs/keep.json").read_text() == "old"
+    assert sorted(p.name for p in root.iterdir()) == ["h200"]
+
+
+def test_unpack_refuses_a_symlink_above_the_item_folder(tmp_path):
+    root = tmp_path / "reference"
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "01_welcome").mkdir(parents=True)
+    (elsewhere / "01_welcome/keep").write_text("keep")
+    (root / "h200").mkdir(parents=True)
+    (root / "h200/chapters").symlink_to(elsewhere)
+    parts = _pack_of(tmp_path, {"ch01": "chapters/01_welcome"},
+                     {"chapters/01_welcome/run.json": RUN})
+    with pytest.raises(ValueError, match="chapters is a symbolic link"):
+        runmod.unpack(parts, "h200", root)
+    assert (elsewhere / "01_welcome/keep").read_text() == "keep"
+
+
+@pytest.mark.parametrize(("kept", "planned"), [
+    ({"runs": [1], "runs_wanted": 3}, "resumes 1 of 3 runs kept"),
+    ({"runs": [1], "runs_wanted": float("inf")}, "its last run"),
+    ({"runs": [1], "runs_wanted": 10 ** 30}, "its last run"),
+    ({"runs": "abcdef", "runs_wanted": 3}, "its last run"),
+])
+def test_a_damaged_kept_calibration_is_planned_as_if_nothing_were_kept(tmp_path, kept, planned):
+    folder = tmp_path / "h200/labs/lab04"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"wall_s": 300, "runs_made": 1,
+                                                 "measured": "2026-12-01\nch99 fake row"}))
+    (folder / "calibration.partial.json").write_text(json.dumps(kept))
+    item = catalog_item("lab04", "lab", "lab04", "labs/lab04", "h200", root=tmp_path)
+    assert item.estimate_from.startswith(planned) and "fake" not in item.estimate_from
+    assert 0 < item.estimate_s <= 600
