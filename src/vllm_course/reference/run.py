@@ -583,10 +583,11 @@ def unpack(parts: list[Path], profile: str | None = None,
     first and moved into place only when all of them were written.
 
     Raises:
-        ValueError: the parts are not one whole pack; a member is not a plain file or folder
-            inside the pack; the manifest is missing, names an item that is not the course's,
-            or a folder that is not that item's, or an item whose ``run.json`` the pack lacks;
-            ``profile`` is not one of the course's, or differs from the one an item's
+        ValueError: the parts are not one whole pack (or hold more than one); a member is
+            not a plain file inside the pack, or comes twice; the manifest is missing, names
+            an item that is not the course's, or a folder that is not that item's, or an item
+            whose ``run.json`` the pack lacks or holds as anything but a JSON object;
+            ``profile`` is not one of the course's GPU profiles, or differs from the one an item's
             ``run.json`` records, or none is given and the items record none or several; an
             item's folder here, or a folder above it inside ``root``, is a symbolic link.
             Nothing is written then.
