@@ -74,9 +74,20 @@ def _is_ours(entry: dict) -> bool:
         proc = psutil.Process(pid)
         if abs(proc.create_time() - created) > 1:
             return False
-        return "vllm.entrypoints" in " ".join(proc.cmdline()) and os.getpgid(pid) == pid
+        return "vllm.entrypoints" in " ".join(_cmdline(proc)) and os.getpgid(pid) == pid
     except (psutil.Error, OSError):
         return False
+
+
+def _cmdline(proc: psutil.Process, wait_s: float = 1.0) -> list[str]:
+    """``proc``'s command line. Linux shows an empty one while a process is inside
+    ``execve`` (``/proc/<pid>/cmdline`` reads the new image's arguments once they are in
+    place), which a server registered the moment ``Popen`` returned can still be: wait up to
+    ``wait_s`` (s) for it, as a zombie (also empty) was ruled out before."""
+    deadline = time.monotonic() + wait_s
+    while not (cmdline := proc.cmdline()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return cmdline
 
 
 _REQUIRED = {"pid": int, "port": int, "host": str, "model": str, "owner_pid": int,
