@@ -399,8 +399,8 @@ def _gunzip(data: bytes, names: str) -> bytes:
         d = zlib.decompressobj(wbits=31)               # one gzip member
         out += d.decompress(rest, MAX_UNPACKED_BYTES + 1 - len(out))
         if len(out) > MAX_UNPACKED_BYTES or d.unconsumed_tail:
-            raise ValueError(f"{names} hold more than {MAX_UNPACKED_BYTES / 2**30:.0f} GiB "
-                             "unpacked: not a pack of `vllm-course reference run`")
+            raise ValueError(f"{names} hold more than {MAX_UNPACKED_BYTES:,} bytes unpacked: "
+                             "not a pack of `vllm-course reference run`")
         if not d.eof:
             raise EOFError("the gzip data ends early")
         rest = d.unused_data
