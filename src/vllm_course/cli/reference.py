@@ -80,7 +80,7 @@ def reference_status(items: tuple[str, ...]) -> None:
     click.echo(describe(standings(chosen)))
 
 
-def _gpu_here(name: str) -> None:
+def _gpu_here(profile) -> None:
     """Refuse, before the plan, to run reference items where they would measure nothing the
     reference folders hold: a CPU profile, or a GPU profile this machine's GPU and vLLM build
     do not fit (the doctor's profile check).
@@ -88,9 +88,10 @@ def _gpu_here(name: str) -> None:
     Raises:
         BadInput: what is missing and what to do.
     """
-    from vllm_course.env import doctor, load_profile, machine
+    from vllm_course.env import doctor, machine
 
-    if load_profile(name).device != "cuda":
+    name = profile.name
+    if profile.device != "cuda":
         raise BadInput(f"reference runs are GPU runs, and this machine's profile is {name} "
                        "(no NVIDIA GPU, or the CPU build of vLLM): run it on the GPU machine")
     check = doctor.check_profile(name, machine.vllm_build(), machine.gpu_info())
@@ -123,8 +124,9 @@ def reference_run(items: tuple[str, ...], number: int, call_s: int, time_s: int 
     from vllm_course.reference.plan import describe
     from vllm_course.reference.run import pack, run_call
 
-    name = env.current_profile().name
-    _gpu_here(name)
+    profile = env.current_profile()
+    _gpu_here(profile)
+    name = profile.name
     calls = _calls(items, name, call_s)
     if number > len(calls):
         raise BadInput(f"the plan has {len(calls)} call(s), not {number}")
