@@ -362,7 +362,10 @@ plt.show()
 #   machine's load.
 # - **Throughput rises when the pool fits the burst**, but by less than the steps fall: a step
 #   with more requests in it takes longer, and a run of a few seconds on two shared cores is
-#   noisy (CI runs: x1.12 to x1.66). On the CPU we check only that it does not fall.
+#   noisy (CI runs: x1.12 to x1.66). On the CPU we check only that it does not fall by more
+#   than the timing noise (`nb.CPU_TIMING_NOISE`, x1.5: how far apart two runs of the same work
+#   land on two shared cores): the run that fits lasts about 3.5 s, and one pause of the machine
+#   of a few hundred ms in it would turn x1.12 into a fall, with the pool no less right.
 
 # %%
 small, large = labels[0], labels[-1]
@@ -400,7 +403,8 @@ nb.check(steps[small] and steps[large] and steps[large] <= STEPS_AT_MOST * steps
          " -> ".join(f"{label} {n:.0f}" for label, n in steps.items() if n is not None))
 if ON_CPU:
     o_s, o_l = (runs[k].summary.output_throughput_tok_s for k in (small, large))
-    nb.check(o_l >= o_s, "output throughput does not fall when the pool fits the burst",
+    nb.check(o_l >= o_s / nb.CPU_TIMING_NOISE,
+             "output throughput does not fall, beyond the timing noise, when the pool fits the burst",
              f"{o_s:,.0f} -> {o_l:,.0f} output tok/s (x{o_l / o_s:.2f})")
 
 # %% [markdown]
