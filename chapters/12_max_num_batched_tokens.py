@@ -359,9 +359,8 @@ plt.show()
 #   received between a long prompt's send time and its first token, among the short requests
 #   that were generating for that whole time (one that started or finished in the middle would
 #   count only part of the steps; each long prompt's witness is one of them). Each step gives a
-#   generating request one token, so this counts
-#   the steps the prefill took (plus the steps that ran while the long prompt was still being
-#   tokenized and queued);
+#   generating request one token, so this counts the steps the prefill took (plus the steps
+#   that ran while the long prompt was still being tokenized and queued);
 # - the server's mean tokens per step (`vllm:iteration_tokens_total`, chapter 08).
 
 # %%
