@@ -18,7 +18,13 @@ from conftest import DEFAULT, INTERVAL4_NO_PREFIX, ONE_SEQ
 from vllm_course.config import SLO, LoadSpec, RunConfig, SyntheticWorkload
 from vllm_course.experiment import run_experiment
 from vllm_course.tuning import ResultCache, SweepResult, SweepSpec, sweep
-from vllm_course.tuning.comparison import SIGNIFICANT, WITHIN_NOISE, CompareSpec, compare
+from vllm_course.tuning.comparison import (
+    NO_RATIO,
+    SIGNIFICANT,
+    WITHIN_NOISE,
+    CompareSpec,
+    compare,
+)
 from vllm_course.tuning.slo import SLOSearchSpec, slo_search
 
 
@@ -50,6 +56,15 @@ def test_a_compare_of_identical_settings_is_within_noise(pool, tmp_path):
     # statistical: under identical settings a "significant" happens with probability at most
     # 1 - confidence (family-wise over the 3 metrics), so this test asks for 99.9 %: it may
     # fail once in a thousand runs by construction, not because of the machine's noise.
+    #
+    # A ratio needs values > 0. Output tok/s and P99 TTFT always are; a P99 TPOT may be 0 ms,
+    # and a CI run measured one (b's repeats: mean 3.51 ms, interval -92.6 to 99.6, i.e. about
+    # 5.3, 5.2 and 0). The P99 of 16 TPOTs is 0 only if each request's 16 tokens arrived in
+    # one read, which 2 shared cores allow: vLLM merges the deltas a starved API server has
+    # not yet sent (RequestOutputCollector, vllm/v1/engine/output_processor.py), and a starved
+    # client reads queued events together. Three busy-looping processes beside this test
+    # reproduced it here (2026-12-06): every repeat's P99 TPOT was 0, output tok/s 0.97x
+    # within noise. So that metric may say "no ratio", and only then.
     spec = CompareSpec(name="same", servers={"a": DEFAULT, "b": DEFAULT}, confidence=0.999,
                        workload=SyntheticWorkload(num_requests=16, input_len=32,
                                                   output_len=16),
@@ -57,8 +72,13 @@ def test_a_compare_of_identical_settings_is_within_noise(pool, tmp_path):
     result = asyncio.run(compare(spec, pool=pool, cache=None, results_root=tmp_path))
     print("\n" + result.report())
     assert result.order.endswith("on 1 server(s)")
-    assert [s.verdict for s in result.stats if s.setting == "b"] == [WITHIN_NOISE] * 3
     assert all(len(s.values) == 3 for s in result.stats)
+    tpot = result.stat("a", "p99_tpot_ms").values + result.stat("b", "p99_tpot_ms").values
+    assert min(tpot) >= 0
+    assert [s.metric for s in result.stats if s.setting == "b"] == [
+        "output_throughput_tok_s", "p99_ttft_ms", "p99_tpot_ms"]
+    assert [s.verdict for s in result.stats if s.setting == "b"] == [
+        WITHIN_NOISE, WITHIN_NOISE, WITHIN_NOISE if min(tpot) > 0 else NO_RATIO]
 
 
 def test_a_compare_of_one_running_sequence_against_the_default_is_significant(pool, tmp_path):
