@@ -25,7 +25,7 @@ help:
 	@echo "make setup      create .venv with the course and its vLLM backend (idempotent)"
 	@echo "make demo       set up, then run the demo on the detected profile (PROFILE=... to choose)"
 	@echo "make test       set up, then run every test suite (scripts/test)"
-	@echo "make test-unit  unit tests only (about 2.5 minutes on 2 cores)"
+	@echo "make test-unit  unit tests only (about 2 minutes on 2 cores)"
 	@echo "make notebook NB=03_kv_cache  one chapter notebook as CI runs it, with its time"
 	@echo "make lab LAB=lab01  one lab autograded as CI does it (solution, release, forgery)"
 	@echo "make doctor     versions, hardware, profile and checks"
