@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python (vllm-course)
 #     language: python
@@ -262,9 +262,9 @@ def requests_at(level: int) -> int:
     return nb.scaled(full=max(16, 4 * level), ci=max(4, min(2 * level, 64)))
 
 
-async def at_levels(label: str, servers, seed: int) -> list[dict]:
+async def at_levels(label: str, servers, seed: int, levels=LEVELS) -> list[dict]:
     rows = []
-    for n, level in enumerate(LEVELS):
+    for n, level in enumerate(levels):
         spec = SyntheticWorkload(num_requests=requests_at(level), input_len=ISL, output_len=OSL,
                                  seed=seed + n)
         out = await round_robin(servers, synthesize(spec, tokenizer), level)
@@ -301,6 +301,14 @@ if RUN_REPLICAS:
     for i, server in enumerate(replicas):
         print(f"replica {i}: KV cache {server.facts.kv_cache_tokens:,} tokens, {binding(server)}")
     pair_rows = await at_levels("two replicas", replicas, 1900)
+    again = []
+    if CPU:
+        # The top level once more on each, in turn. A run of a few seconds on 2 shared cores can
+        # lose half its speed or more to a pause of the machine (one CI run measured the single
+        # server at 559 tok/s where other runs here gave 1,152-1,521), and a pause only slows a
+        # run, so the comparison below takes the faster of each setup's two runs.
+        again = (await at_levels("one server", [first], 1850, [max(LEVELS)])
+                 + await at_levels("two replicas", replicas, 1950, [max(LEVELS)]))
     table = pd.DataFrame(one_rows + pair_rows)
     table.to_json(OUT / "replicas.json", orient="records", indent=1)   # the H200 run's reference
     display(table.set_index(["concurrency", "setup"]).round(2))
@@ -491,9 +499,11 @@ if layouts is not None:
 #   (engine loop, worker and front end together, the queue readers spinning), also with one
 #   request in flight when nothing else runs on the machine.
 # - **Two replicas on these 2 cores are far from 2× one server**: less than 1.75× the single
-#   server's output tokens/s at the highest concurrency (usually about 1.1×; one CI run measured
-#   1.53×, 667 vs 435 tok/s, where the single server's run was slowed: its second execution gave
-#   671 vs 616 tok/s).
+#   server's output tokens/s at the highest concurrency, the faster of two runs of each (x0.92
+#   and x1.16 in two executions here). One run of each is not enough: a pause of the machine
+#   can cost a run half its speed or more, and CI runs that compared one run of each measured
+#   1.53× (667 vs 435 tok/s) and 3.28× (1,834 vs 559, where this machine's other runs gave the
+#   single server 1,152-1,521 tok/s).
 # - **Nothing failed**: every request of every run completed.
 # - **Section 4, where it ran**: every request of every layout completed; TP=2's one KV pool
 #   holds at least twice one device's tokens (each rank stores half of every token's KV heads;
@@ -526,9 +536,15 @@ if RUN_REPLICAS:
                  f"idle {one['machine idle (cores)']:.2f} cores; the server used "
                  f"{', '.join(f'{c:.2f}' for c in single_cpu)} cores at {LEVELS} in flight")
         if CORES <= 2:
-            nb.check(gain < 1.75,
+            tops = pd.concat([table[table["concurrency"] == top], pd.DataFrame(again)])
+            runs = tops.groupby("setup")["output tok/s"]
+            best = runs.max()
+            seen = runs.apply(lambda v: " and ".join(f"{x:,.0f}" for x in v))
+            nb.check(best["two replicas"] / best["one server"] < 1.75,
                      "two replicas on 2 cores give less than 1.75x one server's output tok/s",
-                     f"x{gain:.2f} ({two['output tok/s']:,.0f} vs {one['output tok/s']:,.0f} tok/s)")
+                     f"x{best['two replicas'] / best['one server']:.2f}, the faster of two runs "
+                     f"each at {top} in flight: two replicas {seen['two replicas']}, one server "
+                     f"{seen['one server']} tok/s")
 
 # %%
 if layouts is not None:
