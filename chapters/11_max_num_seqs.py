@@ -316,8 +316,11 @@ nb.check(all(u // BLOCKS_PER_REQUEST == FITS for u in usable.values()),
          f"the pool holds {FITS} requests at full length, as sized",
          f"usable blocks {list(usable.values())}, {BLOCKS_PER_REQUEST} per request")
 # tokens per second of the running batch: batch size / median TPOT, printed as evidence only: on
-# this CPU a step of 8 costs nearly two steps of 4, so the rise is small beside the machine's noise
-rate = {lv: 1000 * min(lv, FITS) / point(A, lv, "p50_tpot_ms") for lv in (LOW, QUEUED, HIGH)}
+# this CPU a step of 8 costs nearly two steps of 4, so the rise is small beside the machine's noise.
+# A median TPOT of 0 ms (a fresh-clone CI run) means the client read most streams in one gulp:
+# no rate then (nan)
+rate = {lv: 1000 * min(lv, FITS) / tpot if (tpot := point(A, lv, "p50_tpot_ms")) > 0
+        else float("nan") for lv in (LOW, QUEUED, HIGH)}
 # what the cap guarantees: the same requests in about half the engine steps at a batch of 8
 steps = dict(zip(LEVELS, (r.server_metrics.engine_steps if r.server_metrics else None
                           for r in result.runs(A)), strict=True))
