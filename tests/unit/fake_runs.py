@@ -74,11 +74,11 @@ def records(config: RunConfig, latencies: list[tuple[float, float]]) -> list[Req
 
 def install(monkeypatch, model: Model, calls: list | None = None,
             interrupt_after: int | None = None, crash: Callable[[RunConfig], bool] | None = None,
-            stall_ms: Callable[[RunConfig], float] | None = None,
+            client_limited: Callable[[RunConfig], bool] | None = None,
             prefix_hits: Callable[[RunConfig], float] | None = None):
     """Patch the runner; ``calls`` receives each config run. After ``interrupt_after`` runs
     the next one raises KeyboardInterrupt (as Ctrl-C would); ``crash(config)`` True raises
-    ServerError; ``stall_ms(config)`` is the longest client event-loop pause of the run;
+    ServerError; ``client_limited(config)`` True marks the run's client as saturated;
     ``prefix_hits(config)`` the server's Δ prefix-cache hits (tokens)."""
     calls = [] if calls is None else calls
 
@@ -97,9 +97,10 @@ def install(monkeypatch, model: Model, calls: list | None = None,
             "".join(json.dumps(r.to_dict()) + "\n" for r in recs))
         if progress is not None:
             progress(len(recs), len(recs))
-        lag = stall_ms(config) if stall_ms else 1.0
-        client = ClientChecks(loop_lag_ms=Dist.of([1.0, lag]), send_lag_ms=Dist.of([0.0]),
-                              slot_wait_ms=Dist.of([0.0]))
+        limited = client_limited is not None and client_limited(config)
+        client = ClientChecks(loop_lag_ms=Dist.of([1.0, 1.0]), send_lag_ms=Dist.of([0.0]),
+                              slot_wait_ms=Dist.of([0.0]), saturated=limited,
+                              reasons=["92% of inter-token gaps were 0"] if limited else [])
         server_metrics = ServerMetrics(prefix_cache_hits=prefix_hits(config) if prefix_hits
                                        else 0.0)
         RunResult(name=config.name, created_at=dt.datetime.now().isoformat(), config=config,

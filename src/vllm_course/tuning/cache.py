@@ -297,6 +297,18 @@ def prefix_warning(what: str, result: RunResult) -> str | None:
             "prefixes, or an earlier run on this server sent these prompts)")
 
 
+def client_warning(what: str, result: RunResult) -> str | None:
+    """A sentence if the client's self-checks say it limited a run
+    (:attr:`~vllm_course.loadgen.selfcheck.ClientChecks.saturated`): its latencies then include
+    the client's own delay, e.g. a P99 TPOT of 0 ms when every request's tokens were read in
+    one go."""
+    c = result.client
+    if c is None or not c.saturated:
+        return None
+    return (f"{what}: the client, not the server, limited this run ({'; '.join(c.reasons)}): "
+            "its latencies include the client's delay")
+
+
 def open_cache(cache: ResultCache | str | Path | bool | None, results_root: str | Path
                ) -> ResultCache | None:
     """The cache a run function uses: ``True`` is ``results_root/cache``, a path or a

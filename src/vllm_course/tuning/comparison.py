@@ -32,7 +32,13 @@ from vllm_course.config import RunConfig
 from vllm_course.results import RunResult
 from vllm_course.server import ServerPool
 from vllm_course.tuning import stats
-from vllm_course.tuning.cache import ResultCache, open_cache, prefix_warning, run_cached
+from vllm_course.tuning.cache import (
+    ResultCache,
+    client_warning,
+    open_cache,
+    prefix_warning,
+    run_cached,
+)
 from vllm_course.tuning.points import (
     check_server_flags,
     device,
@@ -141,7 +147,9 @@ class MetricStat(BaseModel):
         ratio, ratio_low, ratio_high: against the baseline, with its interval (``None`` for
             the baseline; ratio of geometric means for ``welch``, of means for ``bootstrap``).
         verdict: ``baseline``, ``within noise``, ``significant``, or ``no ratio: a value <=
-            0`` (e.g. a goodput of 0: a ratio is not defined).
+            0`` (a ratio is not defined: e.g. a goodput of 0, or a P99 TPOT of 0 ms when every
+            request's tokens arrived in one read, which a starved client or API server causes;
+            the compare's warnings then name the repeats whose client limited the run).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -395,10 +403,9 @@ async def compare(
             if not cached:
                 eta.finish(point_seconds(time.monotonic() - t0, result, starting))
             runs[label].append(result)
-            if w := prefix_warning(f"{label} repeat {r + 1}", result):
-                warnings.append(w)
-            if w := _failures(f"{label} repeat {r + 1}", result):
-                warnings.append(w)
+            what = f"{label} repeat {r + 1}"
+            warnings += [w for w in (prefix_warning(what, result), client_warning(what, result),
+                                     _failures(what, result)) if w]
             tok_s = result.summary.output_throughput_tok_s if result.summary else 0.0
             emit(Step("point", f"{label} repeat {r + 1}: {tok_s:,.0f} output tok/s"
                       + (" (cached)" if cached else ""), done, len(order),

@@ -26,7 +26,13 @@ from vllm_course.config import RunConfig, SyntheticWorkload
 from vllm_course.env import machine
 from vllm_course.results import RunResult
 from vllm_course.server import ServerError, ServerPool, UnknownFlagError
-from vllm_course.tuning.cache import ResultCache, open_cache, prefix_warning, run_cached
+from vllm_course.tuning.cache import (
+    ResultCache,
+    client_warning,
+    open_cache,
+    prefix_warning,
+    run_cached,
+)
 from vllm_course.tuning.points import (
     Plan,
     check_server_flags,
@@ -302,7 +308,8 @@ async def sweep(
         if own:
             pool.close()
     emit(Step("done", f"sweep {spec.name}: {len(configs)} point(s) in {folder}"
-              + (f"; {len(result.errors)} without a result" if result.errors else ""),
+              + (f"; {len(result.errors)} without a result" if result.errors else "")
+              + "".join(f"\nwarning: {w}" for w in result.warnings),
               len(configs), len(configs), 0.0))
     return result
 
@@ -371,9 +378,9 @@ class _Runner:
             starting = starting and cached
             self.points[i] = SweepPoint(label=label, level=level, cached=cached,
                                         path=result.path, result=result)
-            warning = prefix_warning(f"{label} at {level:g}", result)
-            if warning:
-                self.warnings.append(warning)
+            what = f"{label} at {level:g}"
+            self.warnings += [w for w in (prefix_warning(what, result),
+                                          client_warning(what, result)) if w]
             self.emit(Step("point", _point_line(label, level, self.spec, result), self.done,
                            len(self.configs), self._eta()))
 

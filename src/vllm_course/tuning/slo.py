@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 from vllm_course import plots
 from vllm_course.results import RunResult
 from vllm_course.server import ServerPool
-from vllm_course.tuning.cache import ResultCache, open_cache, run_cached
+from vllm_course.tuning.cache import ResultCache, client_warning, open_cache, run_cached
 from vllm_course.tuning.points import (
     check_server_flags,
     device,
@@ -231,6 +231,8 @@ def _result(spec, search, points, best) -> SLOSearchResult:
     if not converged and not floor_failed:
         warnings.append(f"stopped after {len(search)} points without a bracket within "
                         f"{spec.tolerance:g}: raise max_points or start nearer the answer")
+    warnings += [w for p in points if p.result is not None
+                 and (w := client_warning(f"{p.phase} at {p.level:g} {unit}", p.result))]
     for p in points[len(search):]:
         expected = p.level < best
         if p.passed != expected:

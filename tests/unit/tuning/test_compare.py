@@ -168,6 +168,18 @@ def test_failed_requests_and_zero_values_are_reported_not_averaged_away(monkeypa
         == "x stopped early (the vLLM server died): its numbers cover part of the run"
 
 
+def test_a_repeat_whose_client_limited_the_run_is_named_in_the_warnings(monkeypatch,
+                                                                         tmp_path):
+    fake_runs.install(monkeypatch, _noisy({}), client_limited=lambda c: (
+        c.server.args.get("max-num-seqs") == 1 and c.workload.seed == _spec().workload.seed))
+    result = _run(_spec(), fake_runs.FakePool(max_live=2), tmp_path, cache=None)
+    assert result.warnings == [
+        "one repeat 1: the client, not the server, limited this run (92% of inter-token gaps "
+        "were 0): its latencies include the client's delay"]
+    assert CompareResult.load(result.path).warnings == result.warnings
+    assert "warning: one repeat 1: the client" in result.report()
+
+
 def test_a_server_that_cannot_take_the_workload_stops_the_compare_before_any_run(
         monkeypatch, tmp_path):
     from vllm_course.workload import WorkloadError

@@ -146,6 +146,19 @@ def test_a_server_that_fails_marks_its_points_and_the_rest_runs(monkeypatch, tmp
     assert result.to_dataframe()["error"].notna().sum() == 4
 
 
+def test_a_point_whose_client_limited_the_run_is_named_in_the_warnings(monkeypatch, tmp_path):
+    fake_runs.install(monkeypatch, _model, client_limited=lambda c: c.load.max_concurrency == 8)
+    spec, steps = _spec(servers={"base": ServerConfig()}), []
+    result = _sweep(spec, fake_runs.FakePool(), tmp_path, cache=None, progress=steps.append)
+    assert steps[-1].kind == "done" and steps[-1].message.endswith(
+        "\nwarning: " + result.warnings[0])
+    assert result.warnings == [
+        "base at 8: the client, not the server, limited this run (92% of inter-token gaps "
+        "were 0): its latencies include the client's delay"]
+    assert json.loads((Path(result.path) / "sweep.json").read_text())["warnings"] == \
+        result.warnings
+
+
 def test_without_cache_every_point_runs_again(monkeypatch, tmp_path):
     calls = fake_runs.install(monkeypatch, _model)
     spec = _spec(servers={"base": ServerConfig()}, max_concurrency=[1, 2])

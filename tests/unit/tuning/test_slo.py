@@ -89,6 +89,18 @@ def test_search_finds_the_knee_within_tolerance_and_confirms(monkeypatch, tmp_pa
     assert loaded.best == 13.0 and loaded.points[0].result is not None
 
 
+def test_a_point_whose_client_limited_the_run_is_named_in_the_warnings(monkeypatch, tmp_path):
+    # a failure at 16 req/s that the client caused says nothing of the server's limit
+    fake_runs.install(monkeypatch, _rate_knee(13.0), client_limited=lambda c: (
+        c.load.rate_rps == 16.0))
+    result = asyncio.run(slo_search(_spec(), pool=fake_runs.FakePool(), results_root=tmp_path,
+                                    cache=None))
+    assert result.warnings == [
+        "search at 16 req/s: the client, not the server, limited this run (92% of inter-token "
+        "gaps were 0): its latencies include the client's delay"]
+    assert SLOSearchResult.load(result.path).warnings == result.warnings
+
+
 def test_a_search_stopped_by_ctrl_c_keeps_the_points_it_measured(monkeypatch, tmp_path):
     fake_runs.install(monkeypatch, _rate_knee(13.0), interrupt_after=3)
     notes = []
