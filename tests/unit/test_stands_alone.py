@@ -68,9 +68,10 @@ def _resolves(dotted: str) -> bool:
         except ImportError:
             continue
         for name in parts[i:]:
-            if not hasattr(obj, name):     # an instance attribute a class sets in a method
-                return inspect.isclass(obj) and bool(
-                    re.search(rf"\bself\.{name}\b", inspect.getsource(obj)))
+            if not hasattr(obj, name):     # a pydantic field, or an instance attribute a
+                return inspect.isclass(obj) and (  # class sets in a method
+                    name in getattr(obj, "model_fields", {})
+                    or bool(re.search(rf"\bself\.{name}\b", inspect.getsource(obj))))
             obj = getattr(obj, name)
         return True
     return False

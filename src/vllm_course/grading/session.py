@@ -333,7 +333,19 @@ async def run(lab: str, server_flags: Mapping[str, Any] | None = None, *,
           f"completed in {m['duration_s']:.1f} s)")
     if sc.targets and (why := results.dropped_requests(result)):
         print(f"{lab}: {why}")
+    for line in client_notes(result):
+        print(f"{lab}: {line}")
     return result
+
+
+def client_notes(result: dict) -> list[str]:
+    """A sentence per run of a results file (the learner's, the baseline's) whose client, not
+    its server, limited it (``client_limited``: the self-checks' reasons,
+    :mod:`vllm_course.loadgen.selfcheck`): its latencies include the client's own delay."""
+    parts = ((result, "your run"), (result.get("baseline") or {}, "the baseline's run"))
+    return [f"the client, not the server, limited {whose} ({'; '.join(reasons)}): its "
+            "latencies include the client's delay; close other busy programs and run this cell "
+            "again" for part, whose in parts if (reasons := part.get("client_limited"))]
 
 
 async def _run_once(lab: str, profile: env.Profile, flags: dict[str, Scalar],
@@ -440,6 +452,9 @@ def _measured(result: Any, profile: env.Profile) -> dict:
             "generation_tokens": m.generation_tokens, "prompt_tokens": m.prompt_tokens,
             "preemptions": m.preemptions, "samples": m.samples},
         "client_totals": results.client_totals(records),
+        # the client's self-checks: reasons it, not the server, limited the run (none: it kept up)
+        "client_limited": list(result.client.reasons)
+        if result.client is not None and result.client.saturated else [],
     }
 
 
