@@ -577,7 +577,8 @@ nb.check(all(r.summary.completed == r.summary.num_requests for r in runs.values(
 # 2026-12-04: budgets 256, 1,024 and the H200's default 8,192; 240 short requests at 20/s and 12
 # long prompts of about 7,300 tokens, one a second; that run had no witnesses, which section 3
 # added on 2026-12-06, and took a long prompt's stall as the median over the requests it
-# caught, where section 6 now takes the longest). Every check of its version held there. Its `budget_table.json` (section 6) and the run's record:
+# caught, where section 6 now takes the longest). Every check of its version held there. Its
+# `budget_table.json` (section 6) and the run's record:
 
 # %%
 h200_table = nb.reference("h200/chapters/12_max_num_batched_tokens/runs/budget_table.json")
