@@ -223,17 +223,17 @@ def test_sweep_resumes_after_an_interruption_and_reruns_from_the_cache(pool, tmp
     one = df[df.setting == "one-seq"].set_index("max_concurrency")
     assert one["p50_ttft_ms"][8] > 3 * one["p50_ttft_ms"][1], df
     # From the server's own counters. One-seq never runs two at once (Little's law: a pause of
-    # the client only lengthens the span, so it can only lower this average). With all 8 sent
-    # at once, 7 of one-seq's 8 queue behind the others (mean queue time >= 3.5 requests'
-    # service), while the default server schedules all 8 in its first step; the server times
-    # the queue itself, so a late client cannot blur it. (A Little's-law lower bound, "running
-    # > 2" on the default server, failed in CI: 0.95, a client pause stretching a 0.3 s run.)
+    # the client only lengthens the span, so it can only lower this average): what
+    # max-num-seqs guarantees. Not asserted: that one-seq's requests wait in the engine's queue.
+    # A ci-fresh run (2026-12-07) measured a mean queue time of 0.012 ms for one-seq at 8 in
+    # flight (default 0.019 ms) and a server TTFT of 6.8 ms: the client sent all 8 at 0.0 s and
+    # read 7 complete answers at 0.406 s, yet each reached the engine only once the one before
+    # had finished. On 2 cores the engine and its worker spin, and a starved API server hands
+    # the requests over late; its own clocks (arrival, queue) start when it does, so neither
+    # the server's queue time nor its TTFT sees that wait. The client's TTFT above does.
     runs = {(p.label, p.level): p.result for p in resumed.points}
     assert all(runs["one-seq", c].server_metrics.running_time_avg <= 1 + 1e-6
                for c in (1, 2, 4, 8))
-    queue = {lb: runs[lb, 8].server_metrics.latency_ms["queue"].mean
-             for lb in ("one-seq", "default")}
-    assert queue["one-seq"] > 2 * queue["default"], queue
 
     acquired.clear()
     t0 = time.monotonic()
