@@ -28,7 +28,12 @@ from vllm_course.env import machine
 from vllm_course.env.telemetry import Telemetry, wait_until_idle
 from vllm_course.loadgen import LoadHooks, ProgressFn, run_load, warm_up
 from vllm_course.loadgen.client import ChunkHook
-from vllm_course.loadgen.selfcheck import ClientChecks, LoopLagMonitor, client_checks
+from vllm_course.loadgen.selfcheck import (
+    ClientChecks,
+    LoopLagMonitor,
+    client_checks,
+    limited_sentence,
+)
 from vllm_course.prom import Sampler, ServerMetrics
 from vllm_course.records import RequestRecord
 from vllm_course.results import TTFT_GAP_MS, Checks, RunResult
@@ -93,9 +98,7 @@ def cross_checks(
             "or a client reading its chunks late"
         )
     if client is not None and client.saturated:
-        warnings.append(
-            "the client, not the server, limited this run: " + "; ".join(client.reasons)
-        )
+        warnings.append(limited_sentence(client.reasons))
     if mismatches:
         warnings.append(
             f"{mismatches} request(s) had usage.prompt_tokens different from the "

@@ -107,9 +107,9 @@ def test_a_saturated_client_is_a_warning() -> None:
     busy = client_checks([], [80.0] * 20, 1.4)
     c = cross_checks(records, _server(100.0), busy)
     assert c.warnings == [
-        "the client, not the server, limited this run: event-loop lag P90 80 ms > 20 ms "
+        "the client, not the server, limited this run (event-loop lag P90 80 ms > 20 ms "
         "(P99 80 ms, max 80 ms over 20 probes); client CPU 1.40 cores > 0.9 (one Python thread "
-        "is the limit)"
+        "is the limit)): its latencies include the client's delay"
     ]
     healthy = client_checks([], [1.0] * 20, 0.3)
     assert cross_checks(records, _server(100.0), healthy).warnings == []
@@ -126,6 +126,6 @@ def test_warnings_come_in_order() -> None:
     assert c.warnings == [
         "client received 3 output tokens, the server counted 5 (Δvllm:generation_tokens_total)",
         _ttft_warning(500, 400, 100),
-        "the client, not the server, limited this run: client CPU 2.00 cores > 0.9 (one Python "
-        "thread is the limit)",
+        "the client, not the server, limited this run (client CPU 2.00 cores > 0.9 (one Python "
+        "thread is the limit)): its latencies include the client's delay",
     ]

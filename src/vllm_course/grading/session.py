@@ -26,6 +26,7 @@ from vllm_course.grading import results
 from vllm_course.grading.results import RESULTS_DIR, LabError
 from vllm_course.grading.spec import PROBE_REQUESTS, SCENARIOS, ProfileJob, ProfileLoad, Scenario
 from vllm_course.grading.targets import h200_lines, local_calibration
+from vllm_course.loadgen.selfcheck import limited_sentence
 
 LAB_IDS = tuple(SCENARIOS)
 
@@ -343,8 +344,7 @@ def client_notes(result: dict) -> list[str]:
     its server, limited it (``client_limited``: the self-checks' reasons,
     :mod:`vllm_course.loadgen.selfcheck`): its latencies include the client's own delay."""
     parts = ((result, "your run"), (result.get("baseline") or {}, "the baseline's run"))
-    return [f"the client, not the server, limited {whose} ({'; '.join(reasons)}): its "
-            "latencies include the client's delay; close other busy programs and run this cell "
+    return [f"{limited_sentence(reasons, whose)}; close other busy programs and run this cell "
             "again" for part, whose in parts if (reasons := part.get("client_limited"))]
 
 

@@ -157,6 +157,14 @@ class ClientChecks(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+def limited_sentence(reasons: Sequence[str], whose: str = "this run") -> str:
+    """The sentence that names the client, not the server, as what limited ``whose`` run, with
+    the self-checks' ``reasons`` (:attr:`ClientChecks.reasons`, or a results file's
+    ``client_limited``): its latencies include the client's own delay."""
+    return (f"the client, not the server, limited {whose} ({'; '.join(reasons)}): its "
+            "latencies include the client's delay")
+
+
 def judge(
     loop_lag_ms: Dist, send_lag_ms: Dist, cpu_cores: float | None, mean_ttft_ms: float | None,
     bunched_share: float | None = None,

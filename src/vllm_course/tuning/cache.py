@@ -41,6 +41,7 @@ from vllm_course import models
 from vllm_course.config import FileWorkload, RunConfig, Scalar, ServerConfig, TraceWorkload
 from vllm_course.env import machine
 from vllm_course.loadgen import ProgressFn
+from vllm_course.loadgen.selfcheck import limited_sentence
 from vllm_course.results import RunResult
 from vllm_course.server import ServerPool
 
@@ -305,8 +306,7 @@ def client_warning(what: str, result: RunResult) -> str | None:
     c = result.client
     if c is None or not c.saturated:
         return None
-    return (f"{what}: the client, not the server, limited this run ({'; '.join(c.reasons)}): "
-            "its latencies include the client's delay")
+    return f"{what}: {limited_sentence(c.reasons)}"
 
 
 def open_cache(cache: ResultCache | str | Path | bool | None, results_root: str | Path
