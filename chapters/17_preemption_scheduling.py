@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python (vllm-course)
 #     language: python
@@ -387,11 +387,11 @@ plt.show()
 # %% [markdown]
 # With priorities the interactive requests jump the queue: they take the first slots that free up.
 # In arrival order they would wait for every wave before them (about three request durations in
-# the CI-size run); with priorities most of them wait for one (a local CI-size run: median 2.76 ->
-# 0.81 durations). The batch requests pay for it: the last of them now wait for the interactive
-# ones too, and the batch class's P99 TTFT grows (1.96 -> 3.53 durations in that run; the rise
-# varies from run to run). Nothing is faster in total; priority only moves waiting from one
-# class to another.
+# the CI-size run); with priorities they wait only for the first wave to end, less than one
+# duration since they were sent (four local CI-size runs: median 2.32-2.43 -> 0.36-0.43
+# durations). The batch requests pay for it: the last of them now wait for the interactive ones
+# too, and the batch class's P99 TTFT grows (1.64-1.78 -> 2.51-2.59 durations in those runs).
+# Nothing is faster in total; priority only moves waiting from one class to another.
 #
 # Two cautions from the source (`vllm/v1/core/sched/request_queue.py`): there is no aging, so a
 # steady stream of priority-0 requests can starve priority-1 requests indefinitely; and under
@@ -421,9 +421,10 @@ plt.show()
 #   says so instead of judging it (five local CI-size runs finished request 1 last by 0.86 to
 #   1.2 s).
 # - **Priorities help the important class at the others' cost**: measured in request durations,
-#   the interactive class's P99 TTFT drops below 60 % of that in arrival order (a local CI-size
-#   run: 3.52 -> 0.68). The batch requests pay: those not in the first wave now get their first
-#   token after every interactive request (at least half of them; none in arrival order).
+#   the interactive class's P99 TTFT drops below 60 % of that in arrival order (four local
+#   CI-size runs: 2.36-2.47 -> 0.36-0.43). The batch requests pay: those not in the first wave
+#   now get their first token after every interactive request (at least half of them; none in
+#   arrival order).
 
 # %%
 def order_hidden(run, last_s: float, others_s: float) -> list[tuple[float, float]]:
