@@ -9,8 +9,8 @@ then SIGKILLs: no engine process survives, also on exceptions and Ctrl-C.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
+import errno
 import functools
 import os
 import signal
@@ -74,6 +74,29 @@ def port_is_free(host: str, port: int) -> bool:
 CPU_SERVER_NICE = 5
 
 
+def _set_autogroup_nice(nice: int, attempts: int = 5, wait_s: float = 0.11) -> bool:
+    """Give this process's autogroup (its session's scheduling group) the nice value ``nice``.
+
+    Without CAP_SYS_ADMIN the kernel accepts one such change per 0.1 s machine-wide and answers
+    EAGAIN to the next (kernel/sched/autogroup.c, proc_sched_autogroup_set_nice): two servers
+    started side by side would collide, so EAGAIN is retried ``attempts`` times ``wait_s`` apart.
+
+    Returns:
+        True if the value was set; False where the kernel has no autogroups (the processes'
+        nice values then apply alone) or kept refusing.
+    """
+    for _ in range(attempts):
+        try:
+            with open("/proc/self/autogroup", "w") as f:
+                f.write(str(nice))
+            return True
+        except OSError as e:
+            if e.errno != errno.EAGAIN:
+                return False
+            time.sleep(wait_s)
+    return False
+
+
 def _child_setup(die_with_parent: bool, nice: int) -> None:  # in the child, before exec
     if nice:
         os.nice(nice)
@@ -83,9 +106,7 @@ def _child_setup(die_with_parent: bool, nice: int) -> None:  # in the child, bef
         # "The autogroup feature"). Without it, on 2 cores, the client's event loop stalled in
         # 11 of 16 bursts of chapter 17 (up to 160 ms; 0.5 s in the chapter, two servers up);
         # with it, in 1 of 16 (35 ms).
-        with contextlib.suppress(OSError):  # no autogroups in this kernel
-            with open("/proc/self/autogroup", "w") as f:
-                f.write(str(nice))
+        _set_autogroup_nice(nice)
     if not die_with_parent:
         return
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from vllm_course.server import process
 from vllm_course.server.process import CPU_SERVER_NICE, _child_setup
 
 
@@ -41,3 +43,47 @@ def test_the_servers_session_is_a_group_of_its_own_with_the_same_nice(server_lik
     ours = Path("/proc/self/autogroup").read_text().split()
     assert group[0] != ours[0]
     assert group[1:] == ["nice", str(CPU_SERVER_NICE)]
+
+
+class _Refusing:
+    """open() for /proc/self/autogroup that answers EAGAIN ``refusals`` times, as the kernel does
+    to a second change within 0.1 s from a process without CAP_SYS_ADMIN."""
+
+    def __init__(self, refusals: int, errno_: int = errno.EAGAIN) -> None:
+        self.refusals, self.errno, self.calls, self.written = refusals, errno_, 0, []
+
+    def __call__(self, path: str, mode: str) -> _Refusing:
+        assert (path, mode) == ("/proc/self/autogroup", "w")
+        self.calls += 1
+        if self.calls <= self.refusals:
+            raise OSError(self.errno, os.strerror(self.errno))
+        return self
+
+    def __enter__(self) -> _Refusing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def write(self, text: str) -> None:
+        self.written.append(text)
+
+
+def test_the_groups_nice_is_retried_while_the_kernel_says_eagain(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    refusing = _Refusing(refusals=2)
+    monkeypatch.setattr(process, "open", refusing, raising=False)
+    assert process._set_autogroup_nice(5, attempts=3, wait_s=0.0)
+    assert refusing.calls == 3 and refusing.written == ["5"]
+
+    always = _Refusing(refusals=10)
+    monkeypatch.setattr(process, "open", always, raising=False)
+    assert not process._set_autogroup_nice(5, attempts=3, wait_s=0.0)
+    assert always.calls == 3 and always.written == []
+
+
+def test_no_autogroups_is_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = _Refusing(refusals=10, errno_=errno.ENOENT)
+    monkeypatch.setattr(process, "open", missing, raising=False)
+    assert not process._set_autogroup_nice(5, attempts=3, wait_s=0.0)
+    assert missing.calls == 1
