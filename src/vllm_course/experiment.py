@@ -31,8 +31,8 @@ from vllm_course.loadgen.client import ChunkHook
 from vllm_course.loadgen.selfcheck import (
     ClientChecks,
     LoopLagMonitor,
-    client_checks,
     limited_sentence,
+    run_checks,
 )
 from vllm_course.prom import Sampler, ServerMetrics
 from vllm_course.records import RequestRecord
@@ -391,22 +391,6 @@ def _tokens_received(r: RequestRecord) -> int:
     return r.output_tokens if r.success else sum(r.chunk_tokens)
 
 
-def _client_checks(result, lag: LoopLagMonitor) -> ClientChecks:
-    """The client's self-checks: this process's event loop, or, for a run spread over worker
-    processes, theirs (the parent only waited for them)."""
-    if not result.workers:
-        return client_checks(result.records, lag.lags_ms, lag.cpu_cores,
-                             [(a - result.t0, b - result.t0) for a, b in lag.stalls],
-                             cpu_s=lag.cpu_s)
-    ws = result.workers
-    cores = [w.cpu_cores for w in ws if w.cpu_cores is not None]
-    cpu = [w.cpu_s for w in ws if w.cpu_s is not None]
-    return client_checks(result.records, [x for w in ws for x in w.lags_ms],
-                         max(cores) if cores else None,
-                         sorted((a - result.t0, b - result.t0) for w in ws for a, b in w.stalls),
-                         cpu_s=sum(cpu) if cpu else None, workers=len(ws))
-
-
 def _build_result(config: RunConfig, server: VLLMServer, result, sampler: Sampler,
                   lag: LoopLagMonitor, run_dir: Path) -> RunResult:
     """The run's :class:`RunResult` from what the client and the probes saw; writes
@@ -423,7 +407,7 @@ def _build_result(config: RunConfig, server: VLLMServer, result, sampler: Sample
     if len(series.points) > 1:
         plots.save_timeseries_png(series, str(run_dir / "timeseries.png"), title=config.name)
     records = result.records
-    client = _client_checks(result, lag)
+    client = run_checks(result, lag)
     summary = None
     if records and result.duration_s > 0:   # also when every request failed: say so
         summary = metrics.summarize(records, config.slo, result.duration_s)

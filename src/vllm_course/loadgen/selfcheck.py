@@ -42,6 +42,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vllm_course.loadgen.drive import LoadResult
 from vllm_course.metrics import Dist, ttft_s
 from vllm_course.records import RequestRecord
 
@@ -307,3 +308,20 @@ def client_checks(
         reasons=reasons,
         notes=notes,
     )
+
+
+def run_checks(result: LoadResult, lag: LoopLagMonitor) -> ClientChecks:
+    """The self-checks of one :func:`~vllm_course.loadgen.run_load` result: judged on this
+    process's event loop (``lag``, the monitor that watched the run), or, for a run spread over
+    worker processes (``result.workers``), on theirs: the parent only waited for them."""
+    if not result.workers:
+        return client_checks(result.records, lag.lags_ms, lag.cpu_cores,
+                             [(a - result.t0, b - result.t0) for a, b in lag.stalls],
+                             cpu_s=lag.cpu_s)
+    ws = result.workers
+    cores = [w.cpu_cores for w in ws if w.cpu_cores is not None]
+    cpu = [w.cpu_s for w in ws if w.cpu_s is not None]
+    return client_checks(result.records, [x for w in ws for x in w.lags_ms],
+                         max(cores) if cores else None,
+                         sorted((a - result.t0, b - result.t0) for w in ws for a, b in w.stalls),
+                         cpu_s=sum(cpu) if cpu else None, workers=len(ws))

@@ -39,6 +39,7 @@ from vllm_course.config import LoadSpec, ServerConfig, SyntheticWorkload
 from vllm_course.env import Profile
 from vllm_course.env.telemetry import NVML, ProcessCPU
 from vllm_course.loadgen import run_load, warm_up
+from vllm_course.loadgen.selfcheck import LoopLagMonitor, limited_sentence, run_checks
 from vllm_course.server import VLLMServer
 from vllm_course.server.startup import kv_cache_tokens_per_engine
 from vllm_course.workload import PromptTokenizer, synthesize
@@ -200,7 +201,10 @@ async def measure_layouts(
         (ms), ``kv_cache_tokens`` (the layout's engines together, from the startup logs),
         ``kv_cache_tokens_per_engine``, ``startup_s`` (each server's seconds from launch to
         ``/health``), ``gpu_util_pct``, ``gpu_mem_gib`` (per GPU, ``None`` on the CPU build),
-        ``server_cpu_cores`` (per server).
+        ``server_cpu_cores`` (per server), ``client_limited`` (the client's self-checks'
+        reasons, :func:`~vllm_course.loadgen.selfcheck.run_checks`: empty where the client kept
+        up; where not, the row's latencies include the client's own delay and a warning line is
+        echoed).
 
     Raises:
         ValueError: an unknown layout, devices as :func:`layout_servers` refuses them, or
@@ -248,10 +252,13 @@ async def measure_layouts(
                 sampler = DeviceSampler([] if cpu else list(devices), [s.proc.pid for s in servers])
                 sampler.start()
                 try:
-                    result = await run_load(urls if len(urls) > 1 else urls[0], profile.model,
-                                            requests, LoadSpec(max_concurrency=level))
+                    async with LoopLagMonitor() as lag:
+                        result = await run_load(urls if len(urls) > 1 else urls[0],
+                                                profile.model, requests,
+                                                LoadSpec(max_concurrency=level))
                 finally:
                     await sampler.stop()
+                client = run_checks(result, lag)
                 for s in servers:
                     s.check_alive()
                 s_ = metrics.summarize(result.records, duration_s=result.duration_s)
@@ -264,11 +271,14 @@ async def measure_layouts(
                     "kv_cache_tokens": sum(per_engine) if per_engine else None,
                     "kv_cache_tokens_per_engine": per_engine,
                     "startup_s": [s.facts.ready_s for s in servers],
-                    **sampler.summary()})
+                    **sampler.summary(), "client_limited": client.reasons})
                 # kept after every run: a layout that fails later, or a call that runs out of
                 # time, leaves the rows measured so far
                 (out_dir / "layouts.json").write_text(json.dumps(rows, indent=1) + "\n")
                 echo(f"{name} at {level} in flight: {s_.output_throughput_tok_s:,.0f} output "
                      f"tok/s, P99 TTFT {s_.ttft_ms.p99:,.0f} ms, P99 TPOT "
                      f"{s_.tpot_ms.p99:,.1f} ms, {s_.completed}/{s_.num_requests} completed")
+                if client.saturated:
+                    whose = f"{name} at {level} in flight"
+                    echo(f"warning: {limited_sentence(client.reasons, whose)}")
     return rows

@@ -155,17 +155,31 @@ class _FakeServer:
         return None
 
 
-def _install_fakes(monkeypatch, fail_on=None) -> list:
+class _Monitor:
+    """LoopLagMonitor as it ends a run: probes on time, the process at ``cpu_cores``."""
+
+    cpu_cores = 0.2
+
+    async def __aenter__(self):
+        self.lags_ms, self.stalls = [0.1] * 50, []
+        return self
+
+    async def __aexit__(self, *exc):
+        self.cpu_s = self.cpu_cores * 1.0
+
+
+def _install_fakes(monkeypatch, fail_on=None, chunk_s=(0.1, 0.2)) -> list:
     sent = []
     _FakeServer.started, _FakeServer.fail_on = [], fail_on
 
     async def run_load(urls, model, requests, load):
         sent.append((urls, len(requests), load.max_concurrency))
-        records = [RequestRecord(index=i, sent_s=0.0, chunk_s=[0.1, 0.2], chunk_tokens=[1, 1],
-                                 last_choice_s=0.2, end_s=0.2, output_tokens=2,
+        records = [RequestRecord(index=i, sent_s=0.0, chunk_s=list(chunk_s),
+                                 chunk_tokens=[1] * len(chunk_s), last_choice_s=chunk_s[-1],
+                                 end_s=chunk_s[-1], output_tokens=len(chunk_s),
                                  prompt_tokens=r.prompt_len)
                    for i, r in enumerate(requests)]
-        return SimpleNamespace(records=records, duration_s=1.0)
+        return SimpleNamespace(records=records, duration_s=1.0, workers=[], t0=0.0)
 
     async def warm_up(url, warmups, load, model):
         return []
@@ -173,6 +187,7 @@ def _install_fakes(monkeypatch, fail_on=None) -> list:
     monkeypatch.setattr(layouts, "VLLMServer", _FakeServer)
     monkeypatch.setattr(layouts, "run_load", run_load)
     monkeypatch.setattr(layouts, "warm_up", warm_up)
+    monkeypatch.setattr(layouts, "LoopLagMonitor", _Monitor)
     return sent
 
 
@@ -196,6 +211,26 @@ def test_each_layout_is_measured_at_each_level_with_its_own_requests(monkeypatch
     assert rows[0]["output_tok_s"] == 8.0 and rows[1]["output_tok_s"] == 64.0   # tokens / 1 s
     assert rows[0]["gpu_util_pct"] is None and len(rows[-1]["server_cpu_cores"]) == 2
     assert json.loads((tmp_path / "layouts.json").read_text()) == json.loads(json.dumps(rows))
+    assert all(r["client_limited"] == [] for r in rows)
+
+
+def test_a_run_the_client_limited_says_so_in_its_row_and_a_warning(monkeypatch, tmp_path):
+    # every token read in the same socket read as the one before, by a client at 0.95 cores
+    _install_fakes(monkeypatch, chunk_s=(0.1, 0.1, 0.1, 0.1))
+    monkeypatch.setattr(_Monitor, "cpu_cores", 0.95)
+    lines: list[str] = []
+    rows = asyncio.run(measure_layouts(
+        env.load_profile("cpu-tiny"), [0, 1], [16],
+        SyntheticWorkload(num_requests=4, input_len=64, output_len=4, seed=3), tmp_path,
+        cpu=True, layouts=["TP=2"], echo=lines.append))
+    assert rows[0]["client_limited"] == [
+        "100% of inter-token gaps were 0 (tokens read in one gulp with the one before) > 5%: "
+        "the client read behind the streams",
+        "client CPU 0.95 cores > 0.9 (one Python thread is the limit)"]
+    warnings = [line for line in lines if line.startswith("warning: ")]
+    assert warnings == ["warning: the client, not the server, limited TP=2 at 16 in flight "
+                        f"({'; '.join(rows[0]['client_limited'])}): its latencies include the "
+                        "client's delay"]
 
 
 def test_a_layout_that_fails_leaves_the_rows_measured_before_it(monkeypatch, tmp_path):
