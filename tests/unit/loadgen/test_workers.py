@@ -185,9 +185,8 @@ def test_workers_are_chosen_from_the_cores_and_the_load():
 
 
 def test_a_run_in_workers_is_judged_by_its_busiest_worker():
-    from vllm_course.experiment import _client_checks
     from vllm_course.loadgen.drive import WorkerStats
-    from vllm_course.loadgen.selfcheck import LoopLagMonitor
+    from vllm_course.loadgen.selfcheck import LoopLagMonitor, run_checks
 
     recs = [RequestRecord(index=i, dispatched_s=0.0, sent_s=0.0, chunk_s=[0.1, 0.2],
                           chunk_tokens=[1, 1], end_s=0.2) for i in range(4)]
@@ -196,7 +195,7 @@ def test_a_run_in_workers_is_judged_by_its_busiest_worker():
                     cpu_s=0.3),
         WorkerStats(requests=2, lags_ms=[2.0] * 10, stalls=[], cpu_cores=0.95, cpu_s=0.95)])
     # the parent only waited: its own (idle) event loop is not the client's
-    c = _client_checks(result, LoopLagMonitor())
+    c = run_checks(result, LoopLagMonitor())
     assert (c.workers, c.cpu_cores) == (2, 0.95)
     assert c.saturated and "client CPU 0.95 cores > 0.9" in c.reasons[0]
     assert c.loop_lag_ms.n == 20
