@@ -403,7 +403,10 @@ if RUN_REPLICAS:
 #
 # For each layout the table gives output and total tokens/s, P99 TTFT and TPOT, the KV cache
 # tokens every engine logged at startup (added up), each server's startup time, and, read
-# through NVML while each run went on, every GPU's mean utilization and peak memory.
+# through NVML while each run went on, every GPU's mean utilization and peak memory. The client
+# checks itself during every run as in the other chapters (chapter 07): where it fell behind the
+# servers, a `warning:` line names the layout and level, and the row's `client_limited` lists
+# why; that row's latencies include the client's own delay, so compare it with care.
 # `startup_s` lists each server's own time from launch to ready; the two replicas are started one
 # after the other here, so this run waited for the sum, where a deployment that starts them side
 # by side waits about as long as the slower of the two.
