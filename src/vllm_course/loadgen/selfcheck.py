@@ -27,7 +27,10 @@ then stalls every process for a few hundred ms, server included, and that is not
 limiting the run (on the 2-vCPU CI machine, 2026-12-05, a separate process doing nothing but
 this probe for 5 minutes beside the CI's vLLM servers woke up to 1.6 s late, P99 1.8 ms, with
 no CPU time used and no steal time in ``/proc/stat`` during the stalls: the OS did not run
-it). A late but idle client was starved by other processes; both cases are reported
+it. The servers' scheduling groups then had the client's priority; since they run at nice 5
+as a group too (:mod:`vllm_course.server.process`), the same probe beside a whole CI run, 25
+minutes on 2026-12-07, woke at most 69 ms late, 20 ms or more 4 times in 147,507 probes, P99
+1.1 ms). A late but idle client was starved by other processes; both cases are reported
 in :attr:`ClientChecks.notes` instead. Set from runs on the 2-core CI machine against the tiny
 CPU model: a healthy client at 4 req/s had P90 loop lag <= 1.3 ms and P50 send lag <= 1 ms (P99
 loop lag up to 141 ms from OS stalls); a client doing 5 ms of work per chunk at 10 req/s had P90
