@@ -440,17 +440,20 @@ if sweep_h200:
 nb.show_reference_run("h200/chapters/11_max_num_seqs/run.json")
 
 # %% [markdown]
-# The line under the H200 run is an H100 80GB run of the chapter as it stands now (2026-12-06,
+# The line under the H200 run is an H100 80GB run of the chapter as it stands now (2026-12-07,
 # `reference/h100-80g/chapters/11_max_num_seqs/`). The check that stopped the H200 run has been
 # rewritten since: "below the cap, the cap changes nothing" is now judged by what the cap
 # governs (how many requests run at once, and preemptions), no longer by median TPOT, which
-# under `--enforce-eager` moves with the host from point to point: on the H100 the capped
-# server ran a batch of 8 in 297 and 298 engine steps at 8 and at 12 in flight, with a median
-# TPOT of 21.5 and 15.7 ms. All ten checks held there. The capped server gave 215 tok/s at 4 in
-# flight and 332-466 tok/s from 8 to 24 in flight, the same 297 engine steps at 16 and 24: past
-# the knee the batch stays at 8 and only the step time moves. The default preempted 18 times
-# at 24 in flight and gave 471 tok/s, no clear gain over the cap. The H200 run of the chapter
-# as it stands is pending.
+# under `--enforce-eager` moves with the host from point to point: in an earlier H100 run
+# (2026-12-06) the capped server ran a batch of 8 in 297 and 298 engine steps at 8 and at 12 in
+# flight, with a median TPOT of 21.5 and 15.7 ms. All ten checks held in both runs. In the
+# latest, the capped server gave 270 tok/s at 4 in flight (594 engine steps) and 522-568 tok/s
+# from 8 to 24 in flight, the same 297 engine steps at 16 and 24: past the knee the batch stays
+# at 8 and only the step time moves. The default preempted 18 times at 24 in flight and gave
+# 509 tok/s, no clear gain over the cap. The earlier run had the same shape at lower rates
+# (215, then 332-466, and 471 tok/s) from the same engine-step counts, so the difference between
+# the runs is in the time per step, not in the batches. The H200 run of the chapter as it stands
+# is pending.
 
 # %% [markdown]
 # ## Summary
