@@ -232,8 +232,9 @@ def workload(name: str, n: int, seed: int) -> FileWorkload:
     return FileWorkload(path=path)
 
 
-async def measure(label: str, server: ServerConfig, seed: int) -> dict:
-    """Warm the server up, then both load levels; every run sends prompts of its own."""
+async def measure(label: str, server: ServerConfig, seed: int, round_: int = 0) -> dict:
+    """Warm the server up, then both load levels; every run sends prompts of its own (round r
+    uses seeds seed + 5r and seed + 5r + 1)."""
     running = pool.acquire(server)
     try:
         await warm_up(running.base_url, WARMUPS, LoadSpec(), server.model)
@@ -241,9 +242,10 @@ async def measure(label: str, server: ServerConfig, seed: int) -> dict:
         pool.release(running)
     runs = {}
     for i, (level, (load, n)) in enumerate(LEVELS.items()):
-        tag = f"{label}-{level.split()[0]}"
+        tag = f"{label}-{level.split()[0]}" + (f"-{round_ + 1}" if round_ else "")
         runs[level] = await run_experiment(
-            RunConfig(name=tag, server=server, workload=workload(tag, n, seed + i), load=load), OUT)
+            RunConfig(name=tag, server=server, workload=workload(tag, n, seed + 5 * round_ + i),
+                      load=load), OUT)
     return runs
 
 
@@ -281,9 +283,29 @@ if CPU and not (FP8_KV and nb.start_servers(BASE, KV_FP8)):
         pool.release(pool.acquire(config))  # started (or found running) in the course's pool
 fp8_weights_error = await trial if trial else None
 
-results = {DEFAULT: await measure(DEFAULT, BASE, 1500)}
-if FP8_KV:
-    results["fp8 KV cache"] = await measure("fp8-kv", KV_FP8, 1510)
+# On the CPU the server, the client and this notebook share two cores, and a pause only slows a
+# run: in one CI run (2026-12-07) the float32 server, measured first, came out at 133 and 804
+# output tok/s and the fp8 server seconds later at 213 and 1,190 (x1.60 and x1.48), where the
+# same cell had measured 248 and 1,399 against 239 and 1,203 the night before. So on the CPU
+# both servers are measured twice, in turn, and each level keeps its faster run; on a GPU once.
+ROUNDS = 2 if CPU else 1
+rounds = {DEFAULT: [], "fp8 KV cache": []}
+for r in range(ROUNDS):
+    rounds[DEFAULT].append(await measure(DEFAULT, BASE, 1500, r))
+    if FP8_KV:
+        rounds["fp8 KV cache"].append(await measure("fp8-kv", KV_FP8, 1510, r))
+results = {}
+for label, runs in rounds.items():
+    if not runs:
+        continue
+    results[label] = {level: max((per[level] for per in runs),
+                                 key=lambda run: run.summary.output_throughput_tok_s)
+                      for level in LEVELS}
+    if ROUNDS > 1:
+        for level in LEVELS:
+            rates = " / ".join(f"{per[level].summary.output_throughput_tok_s:,.0f}" for per in runs)
+            print(f"{label}, {level}: {rates} output tok/s in rounds 1-{ROUNDS}; "
+                  "the faster one is kept")
 
 # %%
 base_facts = results[DEFAULT]["high batch"].startup
@@ -563,7 +585,8 @@ for label, per in results.items():   # the client's self-checks (chapter 08): wa
 # - **Every run generated exactly what was asked**: all requests completed with their `OSL` tokens.
 # - **No fixed speed factor**: where it runs, the fp8 KV cache's output tokens/s stay within
 #   ×0.5-×1.5 of the default's at both levels (capacity was not the bottleneck, so growing it
-#   changed little).
+#   changed little). On the CPU each server runs each level twice, in turn, and the faster run
+#   counts: a pause on a shared machine only slows a run.
 # - **AWQ and GPTQ run on the CPU build** (full size only): their float16 KV cache holds the
 #   tokens of its 2 bytes per number in the same memory, and at high batch they are nowhere near
 #   2× the default's throughput. On a GPU, vLLM's log shows their weights loaded in 4 bits: under
