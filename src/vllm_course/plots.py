@@ -264,7 +264,8 @@ def plot_timeseries(series_or_result: TimeSeries | RunResult, axes: Any = None) 
     2. KV cache usage (%), with preemptions since the start (cumulative count) on a twin axis;
     3. generation and prompt throughput (tok/s), with mean tokens per engine step on a twin axis;
     4. hardware: GPU utilisation (%) with GPU power (W) on a twin axis when the run sampled the
-       GPU, else the server's CPU use (cores); "no telemetry" when there is neither.
+       GPU, else the server's CPU use and the whole machine's (cores: the gap between them is
+       the client and anything else that ran); "no telemetry" when there is neither.
 
     A series that is missing at every point is skipped; an empty panel says so.
 
@@ -298,7 +299,8 @@ def plot_timeseries(series_or_result: TimeSeries | RunResult, axes: Any = None) 
         _panel(d, t, [(gpu, "GPU utilisation")], "GPU utilisation (%)",
                right=(_floats(col("gpu_power_w")), "GPU power", "GPU power (W)"))
     else:
-        _panel(d, t, [(_floats(col("server_cpu_cores")), "server CPU")], "server CPU (cores)",
+        _panel(d, t, [(_floats(col("server_cpu_cores")), "server"),
+                      (_floats(col("machine_cpu_cores")), "whole machine")], "CPU (cores)",
                empty="no telemetry")
     titles = ("requests", "KV cache", "token throughput", "hardware")
     for ax, title in zip((a, b, c, d), titles, strict=True):

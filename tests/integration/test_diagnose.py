@@ -230,6 +230,12 @@ def test_run_folder_has_time_series_and_plots(pool, tmp_path):
     assert [p.t_s for p in series.points] == sorted(p.t_s for p in series.points)
     cpu = [p.telemetry["server_cpu_cores"] for p in series.points if p.telemetry]
     assert cpu and all(0 <= x <= 2.5 for x in cpu)   # this process tree on <= 2 cores, + rounding
+    # the whole machine's busy time holds the server's: each sample reads both within a moment
+    # of each other, and the kernel counts both in 10 ms ticks (hence the slack)
+    machine = [p.telemetry["machine_cpu_cores"] for p in series.points if p.telemetry]
+    assert len(machine) == len(cpu)
+    assert all(0 <= m <= os.cpu_count() + 0.25 for m in machine)
+    assert sum(machine) >= 0.9 * sum(cpu) - 0.05 * len(cpu)
     assert all(0 <= p.running <= 16 for p in series.points)
     assert series.points[-1].waiting == 0
     for name in ("timeseries.json", "timeseries.png", "latency.png"):

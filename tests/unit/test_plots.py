@@ -157,7 +157,7 @@ def test_timeseries_without_telemetry_notes_it() -> None:
     a, b, c, d = plots.plot_timeseries(_series(telemetry=False))
     assert d.get_lines() == []
     assert "no telemetry" in _texts(d)
-    assert d.get_ylabel() == "server CPU (cores)"
+    assert d.get_ylabel() == "CPU (cores)"
     assert len(a.get_lines()) == 2 and len(b.get_lines()) == 1
 
 
@@ -166,8 +166,9 @@ def test_timeseries_falls_back_to_server_cpu() -> None:
         points=[TimePoint(t_s=t, telemetry={"server_cpu_cores": 1.5 * t}) for t in (0.0, 1.0)]
     )
     a, b, c, d = plots.plot_timeseries(series)
-    assert d.get_ylabel() == "server CPU (cores)"
+    assert d.get_ylabel() == "CPU (cores)"
     assert list(d.get_lines()[0].get_ydata()) == [0.0, 1.5]
+    assert [line.get_label() for line in d.get_lines()] == ["server"]   # no machine reading
     # the server panels have nothing to draw: a note, no lines, no twin axis
     for ax in (a, b, c):
         assert ax.get_lines() == [] and _texts(ax) == ["no data"]
@@ -320,3 +321,13 @@ def test_metric_names_and_labels() -> None:
     assert plots.metric_label("mean_itl_ms") == "mean ITL (ms)"
     assert plots.metric_label("p99_tpot_ms") == "P99 TPOT (ms)"
     assert plots.load_label(LoadSpec(rate_rps=0.5, max_concurrency=2)) == "0.5 req/s"
+
+
+def test_timeseries_draws_the_whole_machine_beside_the_server() -> None:
+    series = TimeSeries(points=[
+        TimePoint(t_s=t, telemetry={"server_cpu_cores": 1.5 * t, "machine_cpu_cores": 1.9 * t})
+        for t in (0.0, 1.0)])
+    d = plots.plot_timeseries(series)[3]
+    assert [line.get_label() for line in d.get_lines()] == ["server", "whole machine"]
+    assert list(d.get_lines()[1].get_ydata()) == [0.0, 1.9]
+    assert d.get_legend() is not None

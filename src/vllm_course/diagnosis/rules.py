@@ -324,6 +324,10 @@ def _compute_bound(run: _Run) -> Finding | None:
         hardware.append(f"GPU utilization mean {np.mean(gpu):.0f}% (NVML: time a kernel ran)")
     if cpu:
         hardware.append(f"server CPU mean {np.mean(cpu):.2f} cores")
+    machine = [p.telemetry["machine_cpu_cores"] for p in run.points
+               if "machine_cpu_cores" in p.telemetry]
+    if machine:
+        hardware.append(f"whole machine's CPU mean {np.mean(machine):.2f} cores")
     s = run.s
     return Finding(
         key="compute_bound",

@@ -8,6 +8,11 @@ Keys of a sample (absent when unknown):
 
 * ``server_cpu_cores``: CPU time the server's processes used per second of wall time since the
   previous sample (1.0 = one core busy);
+* ``machine_cpu_cores``: the same for the whole machine, every process counted (the server, the
+  client, anything else), from the kernel's per-CPU counters (``/proc/stat`` through
+  ``psutil.cpu_times``); beside ``server_cpu_cores`` it shows when something other than the
+  server took cores during a run (in a container, whatever else runs on its host counts too).
+  Taken wherever ``server_cpu_cores`` is;
 * ``gpu_util_pct``: NVML utilization rate, the % of time a kernel ran on the GPU (not the share of
   SMs busy), mean over the GPUs;
 * ``gpu_mem_used_bytes``: device memory used, summed over the GPUs (bytes);
@@ -58,6 +63,30 @@ class ProcessCPU:
             return {}
         # a child that exited since the last sample takes its CPU time along: never negative
         return {"server_cpu_cores": max(0.0, (cpu - last[1]) / (now - last[0]))}
+
+
+class MachineCPU:
+    """Busy cores of the whole machine: CPU time spent in user, nice, system, irq and softirq
+    mode, over all CPUs, per second of wall time (``psutil.cpu_times``, which on Linux reads
+    ``/proc/stat``; idle, iowait and steal are not busy, and guest time is already in user)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[float, float] | None = None
+
+    @staticmethod
+    def busy_seconds() -> float:
+        """CPU seconds spent busy since boot, all CPUs together."""
+        t = psutil.cpu_times()
+        return sum(getattr(t, field, 0.0) for field in ("user", "nice", "system", "irq",
+                                                        "softirq"))
+
+    def sample(self) -> dict[str, float]:
+        """``{"machine_cpu_cores": x}`` since the previous call; ``{}`` on the first call."""
+        now, busy = time.monotonic(), self.busy_seconds()
+        last, self._last = self._last, (now, busy)
+        if last is None or now <= last[0]:
+            return {}
+        return {"machine_cpu_cores": max(0.0, (busy - last[1]) / (now - last[0]))}
 
 
 #: A vLLM server using less CPU than this (cores, its process tree) counts as idle. Measured on
@@ -183,13 +212,16 @@ class NVML:
 
 class Telemetry:
     """Callable sampler for :class:`vllm_course.prom.Sampler`: GPU readings when NVML sees a
-    GPU, and the server process tree's CPU use always (when ``server_pid`` is given)."""
+    GPU, and the server process tree's and the whole machine's CPU use always (when
+    ``server_pid`` is given)."""
 
     def __init__(self, server_pid: int | None = None, gpu: bool = True):
         self.cpu = ProcessCPU(server_pid) if server_pid is not None else None
+        self.machine = MachineCPU() if server_pid is not None else None
         self.gpu = NVML.open() if gpu else None
-        if self.cpu is not None:
-            self.cpu.sample()   # prime: the first reading of a rate has nothing to compare with
+        for meter in (self.cpu, self.machine):
+            if meter is not None:
+                meter.sample()   # prime: the first reading of a rate has nothing to compare with
 
     @property
     def has_gpu(self) -> bool:
@@ -198,8 +230,9 @@ class Telemetry:
 
     def __call__(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        if self.cpu is not None:
-            out.update(self.cpu.sample())
+        for meter in (self.cpu, self.machine):
+            if meter is not None:
+                out.update(meter.sample())
         if self.gpu is not None:
             out.update(self.gpu.sample())
         return out

@@ -24,8 +24,8 @@ class TimePoint(BaseModel):
             :attr:`ServerMetrics.tokens_per_step_mean` for what vLLM observes).
         steps_per_s: observed engine steps per second since the previous sample.
         telemetry: hardware samples taken at the same moment (``vllm_course.env.telemetry``), e.g.
-            ``server_cpu_cores``, ``gpu_util_pct``, ``gpu_mem_used_bytes``, ``gpu_power_w``,
-            ``gpu_sm_clock_mhz``.
+            ``server_cpu_cores``, ``machine_cpu_cores``, ``gpu_util_pct``,
+            ``gpu_mem_used_bytes``, ``gpu_power_w``, ``gpu_sm_clock_mhz``.
     """
 
     model_config = ConfigDict(frozen=True)

@@ -669,9 +669,9 @@ COMPUTE_RULE = ("server busy in >= 90% of samples with a queue (waiting mean >= 
 
 
 def test_compute_bound(tmp_path: Path) -> None:
-    telemetry = [{"gpu_util_pct": 80.0, "server_cpu_cores": 1.0},
-                 {"gpu_util_pct": 90.0, "server_cpu_cores": 1.5},
-                 {"gpu_util_pct": 100.0, "server_cpu_cores": 2.0}]
+    telemetry = [{"gpu_util_pct": 80.0, "server_cpu_cores": 1.0, "machine_cpu_cores": 1.25},
+                 {"gpu_util_pct": 90.0, "server_cpu_cores": 1.5, "machine_cpu_cores": 1.75},
+                 {"gpu_util_pct": 100.0, "server_cpu_cores": 2.0}]   # a point without it
     run = _save(
         tmp_path, series=_series([3.0, 3.0, 3.0], [1.0, 1.0, 1.0], telemetry=telemetry),
         server=_server(busy_fraction=0.9, num_requests_waiting_mean=1.0,
@@ -688,6 +688,7 @@ def test_compute_bound(tmp_path: Path) -> None:
         "mean 12 tokens per step of a 1000 budget; output 18 tok/s",   # 72 tokens in 4 s
         "GPU utilization mean 90% (NVML: time a kernel ran)",
         "server CPU mean 1.50 cores",
+        "whole machine's CPU mean 1.50 cores",   # of the two points that have it
     ]
 
 

@@ -13,7 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from vllm_course.env.telemetry import IDLE_CORES, NVML, ProcessCPU, Telemetry, wait_until_idle
+from vllm_course.env.telemetry import (
+    IDLE_CORES,
+    NVML,
+    MachineCPU,
+    ProcessCPU,
+    Telemetry,
+    wait_until_idle,
+)
 
 
 @pytest.fixture
@@ -285,6 +292,34 @@ def test_nvml_open_when_a_handle_cannot_be_read(monkeypatch: pytest.MonkeyPatch)
     assert NVML.open() is None
 
 
+# -- MachineCPU ----------------------------------------------------------------------------
+
+
+def test_machine_cpu_is_busy_seconds_per_wall_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    # user + nice + system + irq + softirq; idle, iowait, steal and guest (inside user) are not
+    times = iter([
+        SimpleNamespace(user=10.0, nice=1.0, system=4.0, idle=100.0, iowait=5.0, irq=0.5,
+                        softirq=0.5, steal=3.0, guest=2.0),
+        SimpleNamespace(user=11.0, nice=1.0, system=4.4, idle=100.2, iowait=9.0, irq=0.5,
+                        softirq=0.6, steal=9.0, guest=3.0),
+    ])
+    clock = iter([50.0, 51.0])
+    monkeypatch.setattr("psutil.cpu_times", lambda: next(times))
+    monkeypatch.setattr("vllm_course.env.telemetry.time.monotonic", lambda: next(clock))
+    cpu = MachineCPU()
+    assert cpu.sample() == {}   # the first call has nothing to compare with
+    assert cpu.sample() == {"machine_cpu_cores": pytest.approx(1.5)}   # 17.5 s busy after 16.0
+
+
+def test_machine_cpu_sees_a_busy_child(busy_child: subprocess.Popen) -> None:
+    cpu, child = MachineCPU(), ProcessCPU(busy_child.pid)
+    cpu.sample(), child.sample()
+    time.sleep(0.5)
+    machine, one = cpu.sample()["machine_cpu_cores"], child.sample()["server_cpu_cores"]
+    assert one >= 0.3   # the child ran (less than a core on a loaded machine)
+    assert machine >= 0.8 * one   # and the machine counted it (read a moment apart: slack)
+
+
 # -- Telemetry ------------------------------------------------------------------------------
 
 
@@ -295,8 +330,10 @@ def test_telemetry_without_a_gpu_reads_the_server_cpu(
     assert not t.has_gpu
     time.sleep(0.4)   # primed in the constructor: the first call already has a rate
     out = t()
-    assert set(out) == {"server_cpu_cores"}
+    assert set(out) == {"server_cpu_cores", "machine_cpu_cores"}
     assert 0.3 <= out["server_cpu_cores"] <= 1.2
+    # the whole machine includes the busy child (its rate is read a moment later: some slack)
+    assert out["machine_cpu_cores"] >= 0.8 * out["server_cpu_cores"]
     t.close()
     t.close()
 
@@ -315,12 +352,13 @@ def test_telemetry_with_gpus_and_a_server(
     assert t.has_gpu
     time.sleep(0.05)
     out = t()
-    assert set(out) == {"server_cpu_cores", "gpu_util_pct", "gpu_mem_used_bytes",
-                        "gpu_power_w", "gpu_sm_clock_mhz"}
+    assert set(out) == {"server_cpu_cores", "machine_cpu_cores", "gpu_util_pct",
+                        "gpu_mem_used_bytes", "gpu_power_w", "gpu_sm_clock_mhz"}
     assert out["gpu_power_w"] == 450.5
     t.close()
     assert not t.has_gpu and nv.calls == ["init", "shutdown"]
-    assert set(t()) == {"server_cpu_cores"}   # the CPU reading goes on after close
+    # the CPU readings go on after close
+    assert set(t()) == {"server_cpu_cores", "machine_cpu_cores"}
 
 
 def test_telemetry_gpu_off(monkeypatch: pytest.MonkeyPatch) -> None:
