@@ -650,10 +650,9 @@ if all(pair_runs.values()):
 # `reference/h100-80g/bench/bench-poisson/`) output tok/s and mean TPOT agreed within 0.1 % and
 # P99 TTFT within 3.2 % (ours 154.6 ms, vLLM's 159.6 ms); of the 1.6 ms by which our mean TTFT
 # came out lower, 0.3 ms was in the server's own `vllm:time_to_first_token_seconds` and 1.3 ms
-# outside its clock. Under the burst, throughput,
-# TPOT and E2EL still agree, but our TTFT is lower (mean 0.82x, P99 0.88x in these three
-# repeats): the two clients see every request end at the same time and disagree on when its
-# first token came. Both time TTFT from a stamp taken *before* the request goes out
+# outside its clock. Under the burst, throughput, TPOT and E2EL still agree, but our TTFT is
+# lower (mean 0.82x, P99 0.88x in these three repeats): the two clients see every request end at
+# the same time and disagree on when its first token came. Both time TTFT from a stamp taken *before* the request goes out
 # (`vllm bench serve`'s `st` comes before `session.post` in
 # `vllm/benchmarks/lib/endpoint_request_func.py`), so a client's TTFT also holds its own time
 # to get the request onto the wire, and with 1,000 requests at once that is not small.

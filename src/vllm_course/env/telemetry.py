@@ -30,14 +30,43 @@ from typing import Any
 import psutil
 
 
-class ProcessCPU:
-    """CPU use of a process tree (a vLLM server: API server + engine core + workers)."""
+class _CPURate:
+    """CPU seconds per second of wall time between two calls of ``sample`` (1.0 = one core
+    busy), under the key ``KEY``; a subclass says what it counts in ``_seconds``."""
 
-    def __init__(self, pid: int):
-        self.pid = pid
+    KEY = ""
+
+    def __init__(self) -> None:
         self._last: tuple[float, float] | None = None
 
-    def _cpu_seconds(self) -> float | None:
+    def _seconds(self) -> float | None:
+        """CPU seconds counted so far (any origin), or ``None`` when unknown."""
+        raise NotImplementedError
+
+    def sample(self) -> dict[str, float]:
+        """``{KEY: cores}`` since the previous call; ``{}`` on the first call or when the
+        count is unknown (a process that is gone)."""
+        now, seconds = time.monotonic(), self._seconds()
+        if seconds is None:
+            return {}
+        last, self._last = self._last, (now, seconds)
+        if last is None or now <= last[0]:
+            return {}
+        # a child that exited since the last sample takes its CPU time along: never negative
+        return {self.KEY: max(0.0, (seconds - last[1]) / (now - last[0]))}
+
+
+class ProcessCPU(_CPURate):
+    """CPU use of a process tree (a vLLM server: API server + engine core + workers), user and
+    system time, children included: ``{"server_cpu_cores": x}``."""
+
+    KEY = "server_cpu_cores"
+
+    def __init__(self, pid: int):
+        super().__init__()
+        self.pid = pid
+
+    def _seconds(self) -> float | None:
         try:
             root = psutil.Process(self.pid)
             procs = [root, *root.children(recursive=True)]
@@ -52,26 +81,14 @@ class ProcessCPU:
                 continue
         return total
 
-    def sample(self) -> dict[str, float]:
-        """``{"server_cpu_cores": x}`` since the previous call; ``{}`` on the first call or if
-        the process is gone."""
-        now, cpu = time.monotonic(), self._cpu_seconds()
-        if cpu is None:
-            return {}
-        last, self._last = self._last, (now, cpu)
-        if last is None or now <= last[0]:
-            return {}
-        # a child that exited since the last sample takes its CPU time along: never negative
-        return {"server_cpu_cores": max(0.0, (cpu - last[1]) / (now - last[0]))}
 
-
-class MachineCPU:
+class MachineCPU(_CPURate):
     """Busy cores of the whole machine: CPU time spent in user, nice, system, irq and softirq
     mode, over all CPUs, per second of wall time (``psutil.cpu_times``, which on Linux reads
-    ``/proc/stat``; idle, iowait and steal are not busy, and guest time is already in user)."""
+    ``/proc/stat``; idle, iowait and steal are not busy, and guest time is already in user):
+    ``{"machine_cpu_cores": x}``."""
 
-    def __init__(self) -> None:
-        self._last: tuple[float, float] | None = None
+    KEY = "machine_cpu_cores"
 
     @staticmethod
     def busy_seconds() -> float:
@@ -80,13 +97,8 @@ class MachineCPU:
         return sum(getattr(t, field, 0.0) for field in ("user", "nice", "system", "irq",
                                                         "softirq"))
 
-    def sample(self) -> dict[str, float]:
-        """``{"machine_cpu_cores": x}`` since the previous call; ``{}`` on the first call."""
-        now, busy = time.monotonic(), self.busy_seconds()
-        last, self._last = self._last, (now, busy)
-        if last is None or now <= last[0]:
-            return {}
-        return {"machine_cpu_cores": max(0.0, (busy - last[1]) / (now - last[0]))}
+    def _seconds(self) -> float | None:
+        return self.busy_seconds()
 
 
 #: A vLLM server using less CPU than this (cores, its process tree) counts as idle. Measured on
