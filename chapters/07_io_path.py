@@ -352,6 +352,12 @@ ax.set_title(f"same requests, same server ({N_SYNC} x 128 in / 32 out)");
 # GIL; and because its send times can follow a schedule (chapter 05) instead of "whenever the
 # previous request finished". Whatever the client, the question to ask of a benchmark is: how many
 # requests did it keep in flight, and was it ever the one that was late?
+#
+# On an H100 (2026-12-07, 48 requests per client, the full size:
+# `reference/h100-80g/chapters/07_io_path/`) the four clients measured 157 (sync, sequential),
+# 571 (sync, 4 threads), 158 (async, one in flight) and 3,446 (async, all at once) output tok/s:
+# one request in flight is one request in flight whatever the client, and there the 4 threads,
+# with cores to spare, got 3.6x.
 
 # %% [markdown]
 # ## 6. Is the client keeping up? Self-checks, and a client made slow on purpose

@@ -730,10 +730,10 @@ if rows:
 
 # %% [markdown]
 # ## On an H100
-# When the course's GPU machine came with an NVIDIA H100 80GB instead (2026-12-06, vLLM 0.26.0,
-# `PROFILE=h100-80g`, `reference/h100-80g/chapters/`), it ran both executions, `ch15.fp8` and
-# `ch15.int4`, each with its own bf16 server, 16 requests one at a time ("low batch") and 512 at
-# once ("high batch"), 1,024 prompt and 256 output tokens each:
+# When the course's GPU machine came with an NVIDIA H100 80GB instead (2026-12-06 and -07, vLLM
+# 0.26.0, `PROFILE=h100-80g`, `reference/h100-80g/chapters/`), it ran both executions, `ch15.fp8`
+# and `ch15.int4`, each with its own bf16 server, 16 requests one at a time ("low batch") and 512
+# at once ("high batch"), 1,024 prompt and 256 output tokens each:
 
 # %%
 H100_RUNS = ("15_quantization.fp8", "15_quantization.int4")
@@ -746,31 +746,31 @@ if rows:
     display(pd.DataFrame(rows).set_index(["run", "variant", "level"]).round(2))
 
 # %% [markdown]
-# What the H100 showed (one run of each execution, 2026-12-06, 21:01-21:12; where the day's
-# earlier runs measured a ratio more than 0.02 away, it is given too):
+# What the H100 showed (one run of each execution, 2026-12-07, 12:18-12:29, the third of each;
+# where one of the two runs of 2026-12-06 measured a ratio more than 0.02 away, it is given too):
 # - **fp8 weights halve the weight memory and speed up both levels.** vLLM loaded 7.04 GiB
 #   against bf16's 13.51 (7.0 GiB predicted in section 1). At one request in flight TPOT fell
-#   from 6.22 to 3.99 ms (x1.55 output tok/s): a decode step at batch 1 reads every weight, and
-#   there were half as many bytes to read. At 512 at once it was x1.32.
+#   from 6.20 to 3.96 ms (x1.56 output tok/s): a decode step at batch 1 reads every weight, and
+#   there were half as many bytes to read. At 512 at once it was x1.33.
 # - **AWQ and GPTQ int4 are faster still at batch 1 and barely faster at high batch.** 3.99 and
 #   3.90 GiB of weights (3.9 predicted), both served by vLLM's Marlin methods, which picked the
 #   Machete kernel on this Hopper GPU (the log: `MacheteLinearKernel` for
-#   `AutoAWQMarlinLinearMethod` and for `AutoGPTQLinearMethod`): TPOT 3.96 and 3.78 ms at batch 1
-#   against bf16's 6.32 (x1.58 and x1.65 output tok/s; earlier x1.54 and x1.58), but only x1.09
-#   and x1.01 at 512 at once, where the step is no longer a read of the weights and every 4-bit
-#   weight is unpacked before it is multiplied. GPTQ's mean TPOT there, 64.9 ms, was even longer
-#   than bf16's 57.8: its larger pool (555,664 tokens against 477,072) ran 341 requests at a time
-#   on average against bf16's 301 (all three preempted 71-72 times), and a step of more requests
-#   takes longer.
+#   `AutoAWQMarlinLinearMethod` and for `AutoGPTQLinearMethod`): TPOT 3.82 and 3.72 ms at batch 1
+#   against bf16's 6.19 (x1.60 and x1.64 output tok/s; x1.54 and x1.58 in the first run of
+#   2026-12-06), but only x1.09 and x1.01 at 512 at once, where the step is no longer a read of
+#   the weights and every 4-bit weight is unpacked before it is multiplied. GPTQ's mean TPOT
+#   there, 64.2 ms, was even longer than bf16's 57.0: its larger pool (555,664 tokens against
+#   477,072) ran 333 requests at a time on average against bf16's 286 (all three preempted 71-72
+#   times), and a step of more requests takes longer.
 # - **An fp8 KV cache paid off here, where the pool was the limit.** bf16's pool held 477,072
 #   tokens, 372 requests at full length (1,280 tokens): the 512 requests sent at once did not
-#   fit, the pool ran full (peak usage 99.99 %), vLLM preempted 72 times, and at most 449 ran
+#   fit, the pool ran full (peak usage 99.99 %), vLLM preempted 72 times, and at most 447 ran
 #   together. The fp8 KV pool held 952,832 tokens: all 512 ran at once, none preempted, and
-#   output tok/s rose x1.26 (x1.18 in the day's earlier run: the size of the gain moves between
-#   runs, its sign did not). On the H200 (twice the pool, 729 such requests) the same 512 fit in
-#   bf16 too, and the fp8 KV cache was slower (x0.91): "turn it on where preemptions or a full
-#   KV cache limited the batch", measured on both sides of the line. At batch 1 it changed
-#   nothing (x0.97).
+#   output tok/s rose x1.29 (x1.18 and x1.26 in the runs of 2026-12-06: the size of the gain
+#   moves between runs, its sign did not). On the H200 (twice the pool, 729 such requests) the
+#   same 512 fit in bf16 too, and the fp8 KV cache was slower (x0.91): "turn it on where
+#   preemptions or a full KV cache limited the batch", measured on both sides of the line. At
+#   batch 1 it changed nothing (x0.98).
 # - **Two checks were made honest by these runs.** The first `ch15.int4` execution served the
 #   GPTQ card unquantized (13.51 GiB, bf16's TPOT: the card had no layer list yet, section 3) and
 #   stopped at the KV pool check; the chapter now also checks that a 4-bit card's logged weights
