@@ -652,10 +652,10 @@ if all(pair_runs.values()):
 # came out lower, 0.3 ms was in the server's own `vllm:time_to_first_token_seconds` and 1.3 ms
 # outside its clock. Under the burst, throughput, TPOT and E2EL still agree, but our TTFT is
 # lower (mean 0.82x, P99 0.88x in these three repeats): the two clients see every request end at
-# the same time and disagree on when its first token came. Both time TTFT from a stamp taken *before* the request goes out
-# (`vllm bench serve`'s `st` comes before `session.post` in
-# `vllm/benchmarks/lib/endpoint_request_func.py`), so a client's TTFT also holds its own time
-# to get the request onto the wire, and with 1,000 requests at once that is not small.
+# the same time and disagree on when its first token came. Both time TTFT from a stamp taken
+# *before* the request goes out (`vllm bench serve`'s `st` comes before `session.post` in
+# `vllm/benchmarks/lib/endpoint_request_func.py`), so a client's TTFT also holds its own time to
+# get the request onto the wire, and with 1,000 requests at once that is not small.
 # `benchmarks/README.md` ("Why TTFT differs under a burst") measures it on the course's CPU
 # machine: against a stream server that logs when each request reached it, `vllm bench
 # serve`'s client took 1.0 s on average from its stamp to the server for 1,000 requests at once,

@@ -52,7 +52,8 @@ class _CPURate:
         last, self._last = self._last, (now, seconds)
         if last is None or now <= last[0]:
             return {}
-        # a child that exited since the last sample takes its CPU time along: never negative
+        # a count can drop (a process tree's child that exited since the last sample takes its
+        # CPU time along): a rate is never negative
         return {self.KEY: max(0.0, (seconds - last[1]) / (now - last[0]))}
 
 
