@@ -22,6 +22,7 @@ Keys of a sample (absent when unknown):
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import time
 from collections.abc import Iterable
@@ -30,7 +31,7 @@ from typing import Any
 import psutil
 
 
-class _CPURate:
+class _CPURate(abc.ABC):
     """CPU seconds per second of wall time between two calls of ``sample`` (1.0 = one core
     busy), under the key ``KEY``; a subclass says what it counts in ``_seconds``."""
 
@@ -39,9 +40,9 @@ class _CPURate:
     def __init__(self) -> None:
         self._last: tuple[float, float] | None = None
 
+    @abc.abstractmethod
     def _seconds(self) -> float | None:
         """CPU seconds counted so far (any origin), or ``None`` when unknown."""
-        raise NotImplementedError
 
     def sample(self) -> dict[str, float]:
         """``{KEY: cores}`` since the previous call; ``{}`` on the first call or when the
