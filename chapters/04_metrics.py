@@ -664,13 +664,12 @@ if all(pair_runs.values()):
 # were in the server's own `vllm:time_to_first_token_seconds` and 443 ms outside its clock. The
 # server did the same for both; the clients' send paths differ. That is why this course reads
 # TTFT under a burst beside the server's histogram (the two means in section 9). The H200 runs
-# shown here were made before the comparison script read that histogram. On an H100 (2026-12-05,
-# the same model card and burst, 3 repeats: `reference/h100-80g/bench/bench-burst/`) our mean
-# TTFT was 844 ms lower: 615 ms of it outside the server's clock, and 229 ms inside it, of which
-# 190 ms was time in the server's queue (likely because vLLM's client got its requests there over
-# a longer span, as it did on the CPU, and the later ones waited behind the earlier ones'
-# prefill; the arrival times at the server were not recorded there). The H200's own split is
-# pending.
+# shown here were made before the comparison script read that histogram. On an H100 (2026-12-07,
+# the same model card and burst, 4 repeats: `reference/h100-80g/bench/bench-burst/`) our mean
+# TTFT was 759 ms lower: 603 ms of it outside the server's clock, and 156 ms inside it, all of it
+# time in the server's queue (likely because vLLM's client got its requests there over a longer
+# span, as it did on the CPU, and the later ones waited behind the earlier ones' prefill; the
+# arrival times at the server were not recorded there). The H200's own split is pending.
 
 # %% [markdown]
 # ## Summary

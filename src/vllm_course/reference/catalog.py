@@ -3,7 +3,10 @@
 An item's estimate is its last run's ``wall_s`` from the ``run.json`` committed in its results
 folder when there is one (the device seconds it took there), else the longest of its runs on
 the other GPU profiles (``reference/h100-80g/`` when an H100 ran it and the H200 has not: the
-same commands, the GPU's speed aside), else :data:`DEFAULT_S` for its kind. Its ``servers``
+same commands, the GPU's speed aside), else :data:`DEFAULT_S` for its kind. A run on this
+profile that a call stopped at its limit (``run.json``, or ``first-call-run.json`` beside the
+``merged.txt`` of a comparison that other calls finished) marks the item ``ran_out``: its time
+there is only a lower bound, and the plan gives it a call of its own. Its ``servers``
 are the server settings (``ServerConfig.key()``) that its run on this profile recorded, so the
 plan can put items that share a server side by side; empty when not known yet.
 """
@@ -42,6 +45,13 @@ DEFAULT_S = {"chapter": 300, "lab": 450, "bench": 420, "demo": 240}
 #: item's next run resumes from.
 CALIBRATION = "calibration.json"
 KEPT_RUNS = "calibration.partial.json"
+#: A comparison whose repeats several calls made keeps the first call's ``run.json`` under this
+#: name beside ``merged.txt`` (``compare_vllm_bench.py --merge``): the runner made that call, the
+#: others ran by hand.
+FIRST_CALL_RUN = "first-call-run.json"
+#: What ``run.json``'s ``failed`` says of a run the call's end stopped (the runner writes
+#: "stopped: the call's time ran out", for a notebook with a "?" after it).
+RAN_OUT = "the call's time ran out"
 
 #: The harness comparisons: the two acceptance workloads of benchmarks/README.md, a Poisson
 #: load below saturation and a burst (compare_vllm_bench.py's flags). The
@@ -70,6 +80,8 @@ class Item:
         servers: server settings its last run used (``ServerConfig.key()``), empty if unknown.
         parts: for one part of a chapter (id ``ch15.int4``), the ``COURSE_PARTS`` its kernel
             runs with (:func:`vllm_course.notebook.part`); empty: the whole chapter.
+        ran_out: its last run on this profile was stopped by its call's end, so
+            ``estimate_s`` (the time it had run then) is a lower bound.
     """
 
     id: str
@@ -80,6 +92,7 @@ class Item:
     estimate_from: str
     servers: tuple[str, ...] = field(default=())
     parts: str = ""
+    ran_out: bool = False
 
     def argv(self, model: str, profile: str, out: Path) -> list[str]:
         """The command that runs a lab, bench or demo item, writing into ``out`` (a chapter
@@ -98,10 +111,11 @@ class Item:
         return []
 
 
-def _last_run(folder: Path) -> dict:
-    """``folder/run.json`` as a dict; ``{}`` if it is missing, unreadable or not an object."""
+def _last_run(folder: Path, name: str = "run.json") -> dict:
+    """``folder/name`` (a run's record) as a dict; ``{}`` if it is missing, unreadable or not
+    an object."""
     try:
-        run = json.loads((folder / "run.json").read_bytes())
+        run = json.loads((folder / name).read_bytes())
     except (OSError, ValueError, RecursionError):
         return {}
     return run if isinstance(run, dict) else {}
@@ -172,6 +186,8 @@ def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str 
             if kind == "lab" and not source.endswith(".ipynb") else None)
     made = last.get("runs_made", kept[0] if kept else None)
     wall = _wall_s(last)
+    stopped = last or _last_run(root / profile / dest, FIRST_CALL_RUN)
+    ran_out = _wall_s(stopped) is not None and RAN_OUT in str(stopped.get("failed") or "")
     if kept and kept[0] < kept[1] and wall is not None and isinstance(made, int) and made > 0:
         # the rest, at the time its last call's runs took (an overestimate: that time also
         # holds the run it was stopped in)
@@ -182,6 +198,11 @@ def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str 
     elif kept and kept[0] < kept[1]:
         how, estimate = (f"resumes {kept[0]} of {kept[1]} runs kept; no run of its last call "
                          f"was timed: the default for a {kind}"), DEFAULT_S[kind]
+    elif ran_out:
+        wall = _wall_s(stopped)
+        how = (f"its last run ran out of its call after {wall:.0f} s on {measured_on(stopped)}: "
+               "it needs more")
+        estimate = int(round(wall))
     elif wall is not None:
         how, estimate = f"its last run: {wall:.0f} s on {measured_on(last)}", int(round(wall))
     elif other := _elsewhere(root, profile, dest):
@@ -191,7 +212,7 @@ def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str 
         estimate = int(round(_wall_s(run)))
     else:
         how, estimate = f"not run yet: the default for a {kind}", DEFAULT_S[kind]
-    return Item(id_, kind, source, dest, estimate, how, _servers(last), parts)
+    return Item(id_, kind, source, dest, estimate, how, _servers(last), parts, ran_out)
 
 
 def catalog(profile: str = "h200", root: Path = REPO_ROOT) -> list[Item]:

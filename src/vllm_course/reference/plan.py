@@ -3,8 +3,9 @@
 Items whose last runs used the same server settings are put side by side (in the order the
 first of them comes), so the call's pool, which keeps one server live on a GPU, starts that
 server once. Then the items fill calls in that order, each call up to ``call_s`` estimated
-seconds; an item estimated longer than a call gets a call of its own and is marked: the
-device may stop it, and what it wrote by then still comes back.
+seconds; an item estimated longer than a call, or whose last run a call's end stopped
+(``Item.ran_out``), gets a call of its own and is marked: the device may stop it, and what it
+wrote by then still comes back.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ class Call:
         """True if the items' estimate passes the limit (a single long item)."""
         return self.estimate_s > self.limit_s
 
+    @property
+    def ran_out(self) -> bool:
+        """True if its item's last run was stopped by a call's end (it has a call of its
+        own)."""
+        return any(i.ran_out for i in self.items)
+
 
 def grouped(items: list[Item]) -> list[Item]:
     """``items`` with those that share their first server setting moved next to the first of
@@ -67,7 +74,8 @@ def plan(items: list[Item], call_s: int = CALL_S) -> list[Call]:
         raise ValueError("nothing to run: name items (e.g. ch01-ch08, lab03, bench-burst)")
     calls = [Call(1, limit_s=call_s)]
     for item in grouped(items):
-        if calls[-1].items and calls[-1].estimate_s + item.estimate_s > call_s:
+        if calls[-1].items and (calls[-1].estimate_s + item.estimate_s > call_s
+                                or item.ran_out or calls[-1].ran_out):
             calls.append(Call(len(calls) + 1, limit_s=call_s))
         calls[-1].items.append(item)
     return calls
@@ -78,7 +86,9 @@ def describe(calls: list[Call]) -> str:
     time with the first call's staging."""
     lines = []
     for call in calls:
-        mark = "  OVER the limit: the device may stop it" if call.over else ""
+        mark = ("  OVER the limit: the device may stop it" if call.over
+                else "  RAN OUT of a call before: the device may stop it again" if call.ran_out
+                else "")
         lines.append(f"call {call.number}: ~{call.estimate_s} s of {call.limit_s} s{mark}")
         for item in call.items:
             shared = f", server {item.servers[0][:12]}" if item.servers else ""

@@ -7,6 +7,7 @@ memory. The device runs themselves are the reference results under ``reference/h
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import re
@@ -154,6 +155,39 @@ def test_calls_fill_up_to_the_limit_and_a_long_item_gets_a_call_of_its_own():
     text = describe(calls)
     assert "call 3: ~700 s of 540 s  OVER the limit" in text
     assert "4 call(s), ~24.5 device minutes" in text     # (1350 + 120 s of staging) / 60
+
+
+def test_an_item_whose_last_run_ran_out_of_its_call_gets_a_call_of_its_own(tmp_path):
+    def bench() -> Item:
+        return catalog_item("bench-burst", "bench", "benchmarks/compare_vllm_bench.py",
+                            "bench/bench-burst", "h100-80g", root=tmp_path)
+
+    folder = tmp_path / "h100-80g" / "bench" / "bench-burst"
+    folder.mkdir(parents=True)
+    stopped = {"wall_s": 531, "measured": "2026-12-07",
+               "failed": "stopped: the call's time ran out"}
+    # a comparison other calls finished: the runner's record kept beside merged.txt
+    (folder / "first-call-run.json").write_text(json.dumps(stopped))
+    (folder / "merged.txt").write_text("merged")
+    got = bench()
+    assert (got.estimate_s, got.ran_out) == (531, True)
+    assert got.estimate_from == ("its last run ran out of its call after 531 s on 2026-12-07: "
+                                 "it needs more")
+    # a notebook stopped by its kernel's timeout says so with a "?"
+    (folder / "run.json").write_text(json.dumps(
+        {**stopped, "wall_s": 400, "failed": "stopped: TimeoutError (the call's time ran out?)"}))
+    assert (bench().estimate_s, bench().ran_out) == (400, True)
+    # a run that finished, or failed otherwise, is an estimate like any other
+    for failed in (None, "exit status 1", "CheckFailed: the pool holds the burst"):
+        (folder / "run.json").write_text(json.dumps({**stopped, "failed": failed}))
+        assert (bench().estimate_s, bench().ran_out) == (531, False)
+
+    ran_out = dataclasses.replace(got, estimate_s=300)               # short, yet alone
+    calls = plan([_item("a", 100), ran_out, _item("b", 100)], call_s=540)
+    assert [[i.id for i in c.items] for c in calls] == [["a"], ["bench-burst"], ["b"]]
+    assert [(c.over, c.ran_out) for c in calls] == [(False, False), (False, True),
+                                                     (False, False)]
+    assert "call 2: ~300 s of 540 s  RAN OUT of a call before" in describe(calls)
 
 
 @pytest.mark.parametrize("items, call_s", [([], 540), ([_item("a", 1)], 0)])
