@@ -49,9 +49,11 @@ KEPT_RUNS = "calibration.partial.json"
 #: name beside ``merged.txt`` (``compare_vllm_bench.py --merge``): the runner made that call, the
 #: others ran by hand.
 FIRST_CALL_RUN = "first-call-run.json"
-#: What ``run.json``'s ``failed`` says of a run the call's end stopped (the runner writes
-#: "stopped: the call's time ran out", for a notebook with a "?" after it).
-RAN_OUT = "the call's time ran out"
+#: How ``run.json``'s ``failed`` begins for a run the call's end stopped: the runner writes
+#: "stopped: the call's time ran out" (a notebook: "stopped: TimeoutError (...)"), and the
+#: records written by hand before it "stopped at the call's 540 s deadline ..." (the same word
+#: that makes ``reference status`` ask for a rerun).
+RAN_OUT = "stopped"
 
 #: The harness comparisons: the two acceptance workloads of benchmarks/README.md, a Poisson
 #: load below saturation and a burst (compare_vllm_bench.py's flags). The
@@ -187,7 +189,8 @@ def _item(id_: str, kind: str, source: str, dest: str, profile: str, parts: str 
     made = last.get("runs_made", kept[0] if kept else None)
     wall = _wall_s(last)
     stopped = last or _last_run(root / profile / dest, FIRST_CALL_RUN)
-    ran_out = _wall_s(stopped) is not None and RAN_OUT in str(stopped.get("failed") or "")
+    ran_out = (_wall_s(stopped) is not None
+               and str(stopped.get("failed") or "").startswith(RAN_OUT))
     if kept and kept[0] < kept[1] and wall is not None and isinstance(made, int) and made > 0:
         # the rest, at the time its last call's runs took (an overestimate: that time also
         # holds the run it was stopped in)
