@@ -51,8 +51,9 @@ KEPT_RUNS = "calibration.partial.json"
 FIRST_CALL_RUN = "first-call-run.json"
 #: How ``run.json``'s ``failed`` begins for a run the call's end stopped: the runner writes
 #: "stopped: the call's time ran out" (a notebook: "stopped: TimeoutError (...)"), and the
-#: records written by hand before it "stopped at the call's 540 s deadline ..." (the same word
-#: that makes ``reference status`` ask for a rerun).
+#: records written by hand before it "stopped at the call's 540 s deadline ...". Other failures
+#: begin otherwise ("CheckFailed: ...", "exit status 1"), though ``reference status`` shows
+#: every failure as "stopped: <claim>".
 RAN_OUT = "stopped"
 
 #: The harness comparisons: the two acceptance workloads of benchmarks/README.md, a Poisson
