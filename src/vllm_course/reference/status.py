@@ -41,7 +41,8 @@ class Standing:
             check lines: a lab calibration, a comparison), ``"calibrated: <files>"`` (a lab
             calibrated before the runner existed), ``"ok: merged.txt ..."`` (a comparison
             whose repeats several calls made, ``compare_vllm_bench.py --merge``), ``"before the
-            runner: <file>"`` (see :data:`EARLIER`) or ``"pending"``.
+            runner: <file>"`` (see :data:`EARLIER`), ``"covered by <items>"`` (see
+            :func:`standings`) or ``"pending"``.
         changed: whether the item's source changed since the run was committed; ``None`` when
             unknown (no run, or no git history).
     """
@@ -275,14 +276,23 @@ def standings(items: list[Item], root: Path = REFERENCE_ROOT,
               repo: Path = REPO_ROOT) -> list[Standing]:
     """One :class:`Standing` per item and profile folder, items in the order given. A chapter
     part pending where its whole chapter ran (or a chapter pending whose parts all ran) is
-    ``"covered by ..."``, not pending."""
+    ``"covered by ..."``, not pending. So is one whose own run is to redo (stopped, or its
+    source changed since) where what covers it ran later, on the same day or after, and is
+    not to redo itself (h200's ch15 stopped on 2026-12-04; ch15.fp8 and ch15.int4 ran whole
+    on 2026-12-07): ``"covered by ...; its own run of <date> superseded"``."""
     rows = [standing(item, profile, root, repo) for item in items for profile in profiles(root)]
     ran = {(r.profile, r.item) for r in rows if r.measured or r.outcome != "pending"}
+    held = {(r.profile, r.item): r.measured for r in rows if r.measured and not r.redo}
     out = []
     for row in rows:
         mine = {item for profile, item in ran if profile == row.profile}
         if row.outcome == "pending" and (by := _covered(row, mine)):
             row = Standing(row.item, row.profile, "", f"covered by {by}", None)
+        elif row.redo and row.measured and (by := _covered(row, {
+                item for (profile, item), day in held.items()
+                if profile == row.profile and day >= row.measured})):
+            row = Standing(row.item, row.profile, "",
+                           f"covered by {by}; its own run of {row.measured} superseded", None)
         out.append(row)
     return out
 

@@ -963,6 +963,35 @@ def test_status_dates_a_run_by_the_commit_that_brought_it_not_a_later_edit(tmp_p
     assert rows["ch18.layouts-a"] == "pending"                 # it needs two GPUs
 
 
+def test_status_counts_a_stopped_chapter_covered_once_its_parts_ran_later(tmp_path):
+    """h200's ch15 stopped on 2026-12-04; ch15.fp8 and ch15.int4 ran on 2026-12-07. Parts
+    that ran before the stopped run, or that are to redo themselves, do not cover it."""
+    from vllm_course.reference import status
+
+    items = [Item(i, "chapter", "chapters/x.ipynb", f"chapters/{d}", 0, "test") for i, d in (
+        ("ch15", "15_q"), ("ch15.fp8", "15_q.fp8"), ("ch15.int4", "15_q.int4"))]
+
+    def write(dest, measured, failed=None):
+        (tmp_path / "h200/chapters" / dest).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "h200/chapters" / dest / "run.json").write_text(json.dumps(
+            {"measured": measured, "headline": dest, "checks": ["ok: a"], "failed": failed}))
+
+    def rows():
+        return {r.item: r for r in status.standings(items, tmp_path, tmp_path)}
+
+    write("15_q", "2026-12-04", "CellTimeoutError: the call's time ran out")
+    write("15_q.fp8", "2026-12-07")
+    write("15_q.int4", "2026-12-03")                           # older than the stopped run
+    assert rows()["ch15"].outcome.startswith("stopped") and rows()["ch15"].redo
+    write("15_q.int4", "2026-12-07", "CheckFailed: b")         # later, but stopped itself
+    assert rows()["ch15"].redo
+    write("15_q.int4", "2026-12-07")
+    whole = rows()["ch15"]
+    assert (whole.measured, whole.outcome, whole.redo) == (
+        "", "covered by ch15.fp8, ch15.int4; its own run of 2026-12-04 superseded", False)
+    assert "to redo: none; pending: none" in status.describe(list(rows().values()))
+
+
 @pytest.mark.parametrize(("run", "estimate", "servers"), [
     ({"wall_s": 120, "servers": ["a"]}, 120, ("a",)),
     ({"wall_s": float("inf"), "servers": 5}, DEFAULT_S["chapter"], ()),
