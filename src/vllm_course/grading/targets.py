@@ -245,20 +245,39 @@ def h200_runs(lab: str) -> dict | None:
     return json.loads((REPO_ROOT / "reference" / "h200" / "labs" / name).read_text())
 
 
+def _solution_run_line(lab: str) -> str:
+    """For a lab with no targets to calibrate (lab01), one line on the reference runner's
+    execution of its solution notebook on the H200 (``reference/h200/labs/<lab>/run.json``):
+    when, with which vLLM, and whether every cell, hidden tests included, ran; or that it is
+    pending."""
+    from vllm_course.models import REPO_ROOT
+
+    where = f"reference/h200/labs/{lab}/"
+    try:
+        run = json.loads((REPO_ROOT / where / "run.json").read_text())
+    except (OSError, ValueError):
+        return ("on the course's H200: pending (the solution notebook has not been run there "
+                "yet; reference/h200/labs/README.md)")
+    said = (f"stopped: {str(run['failed']).splitlines()[0]}" if run.get("failed") else
+            "every cell ran and every hidden test passed; this lab grades definitions, so it "
+            "sets no target")
+    return (f"on the course's H200 (vLLM {run.get('vllm_version', '?')}, "
+            f"{run.get('measured', '?')}; {where}): the solution notebook ran: {said}")
+
+
 def h200_lines(lab: str) -> list[str]:
     """What the course's H200 measured for ``lab``, in lines for the set-up cell: where and when,
     the job and load it ran, then each target's metric in every solution run beside the
-    starting configuration's (3 significant digits); for a lab without H200 runs (lab01), one
-    line saying its H200 run is pending. The solution's flags are left out: a learner reads
-    these lines before answering."""
+    starting configuration's (3 significant digits); for a lab without targets to calibrate
+    (lab01), one line on its solution notebook's run there, or that it is pending. The
+    solution's flags are left out: a learner reads these lines before answering."""
     try:
         data = h200_runs(lab)
     except (OSError, ValueError) as exc:     # a checkout without reference/ (not `make setup`)
         return [f"on the course's H200: reference/h200/labs/{H200_RUNS[lab]} of the course's "
                 f"repository could not be read here ({type(exc).__name__})"]
     if data is None:
-        return ["on the course's H200: pending (the solution notebook has not been run there "
-                "yet; reference/h200/labs/README.md)"]
+        return [_solution_run_line(lab)]
     runs = data["runs"]
     when = sorted({(r.get("created_at") or "?")[:10] for r in runs})
     versions = sorted({r.get("vllm_version") or "?" for r in runs})

@@ -81,8 +81,10 @@ def test_the_set_up_cell_shows_the_h200_runs_on_any_machine_without_the_answer(c
            "SLO ttft_ms <= 500, tpot_ms <= 40" in out
     assert "p99_ttft (p99_ttft_ms_vs_slo): the solution 0.178, 0.132, 0.214" in out
     assert '"max-num-seqs": 24' not in out
-    grading.setup("lab01")                              # its solution notebook: not run there
-    assert "on the course's H200: pending" in capsys.readouterr().out
+    grading.setup("lab01")                              # no targets: its solution notebook's run
+    assert ("on the course's H200 (vLLM 0.26.0, 2026-12-07; reference/h200/labs/lab01/): the "
+            "solution notebook ran: every cell ran and every hidden test passed; this lab "
+            "grades definitions, so it sets no target") in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("lab", ["lab02", "lab03", "lab04"])
@@ -110,3 +112,13 @@ def test_a_checkout_without_the_h200_runs_still_sets_up_the_lab(capsys, monkeypa
     out = capsys.readouterr().out
     assert ("on the course's H200: reference/h200/labs/lab03-job512.json of the course's "
             "repository could not be read here (FileNotFoundError)") in out
+    grading.setup("lab01")
+    assert "on the course's H200: pending (the solution notebook" in capsys.readouterr().out
+    run = tmp_path / "reference/h200/labs/lab01/run.json"
+    run.parent.mkdir(parents=True)
+    run.write_text(json.dumps({"measured": "2026-12-08", "vllm_version": "0.26.0",
+                               "failed": "CellTimeoutError: the call's time ran out\n..."}))
+    grading.setup("lab01")
+    assert ("on the course's H200 (vLLM 0.26.0, 2026-12-08; reference/h200/labs/lab01/): the "
+            "solution notebook ran: stopped: CellTimeoutError: the call's time ran out\n"
+            ) in capsys.readouterr().out
