@@ -449,9 +449,10 @@ nb.check(bool((table.roof_share <= 1.25).all()),
 # so the ridge is at about 206 FLOP/byte. A plain bf16 matmul measured on that machine reaches
 # about 790 TFLOP/s (the course's notes on the device), the practical compute roof.
 #
-# The dedicated H200 run of this notebook (the same cells on the `h200` profile, 2026-11-30,
+# The dedicated H200 run of this notebook (the same cells on the `h200` profile, 2026-12-07,
 # `reference/h200/chapters/06_roofline/`) is loaded by the next cell: its table of points against
-# the peaks measured on that machine (bf16 matmul 782 TFLOP/s, copy 4.25 TB/s). Below it, the
+# the peaks measured on that machine (bf16 matmul 786 TFLOP/s, copy 4.24 TB/s; 782 and 4.25 in
+# the run of 2026-11-30). Below it, the
 # points **derived from committed H200 runs** of chapter 08's observability set
 # (`reference/h200/observability/`, vLLM 0.26.0, Mistral-7B-v0.3 card, measured 2026-11-29),
 # using the server's own counters:
@@ -465,7 +466,8 @@ nb.check(bool((table.roof_share <= 1.25).all()),
 #   step was filled with 8,192 tokens of 1,024-token prompts (plus the decodes running then).
 
 # %%
-dedicated = nb.reference("h200/chapters/06_roofline/points.json")   # this notebook's table, run on the H200
+# this notebook's table, run on the H200
+dedicated = nb.reference("h200/chapters/06_roofline/runs/points.json")
 if dedicated is not None:
     display(pd.DataFrame(dedicated).set_index("point"))
 nb.show_reference_run("h200/chapters/06_roofline/run.json", numbers=False)
@@ -564,12 +566,17 @@ for ax in axes:
 # run above). The two GPUs make the roofline's prediction testable: by NVIDIA's datasheets an
 # H100 SXM and an H200 have the same dense bf16 compute (989 TFLOP/s each) and different memory
 # (3.35 against 4.8 TB/s). The peaks measured on each agree: a bf16 matmul reached 781-787 (two
-# H100 runs) and 782 TFLOP/s, the copy 2.99-3.00 and 4.25 TB/s (x1.42). The next cell puts the
-# two GPUs' points side by side (the H100's latest run). Prefill, compute-bound, runs at the same
-# speed on both; decode at batch 1, memory-bound, is about x1.3 faster on the H200, close to its
-# bandwidth advantage; at batch 128 the intensity is higher (110-112 FLOP/byte, still left of
-# both ridges) and the gain is smaller. A bigger memory bus speeds up the bandwidth-bound steps
-# and nothing else.
+# H100 runs) and 782-786 TFLOP/s (two H200 runs), the copy 2.99-3.00 and 4.24-4.25 TB/s (x1.42).
+# The next cell puts the two GPUs' points side by side (each GPU's latest run). Prefill,
+# compute-bound, runs at the same speed on both; decode at batch 1 to 16, memory-bound, is
+# x1.34-1.38 faster on the H200, close to its bandwidth advantage. Towards batch 128 the
+# intensity is higher (110-113 FLOP/byte, still left of both ridges) and the gain shrinks, but by
+# how much one run per GPU does not settle: the H200's two runs agreed within 2 % up to batch 16
+# and then parted, at batch 128 a mean TPOT of 6.65 ms (2026-11-30, 18,816 decode tok/s, x1.29
+# the H100's 14,539) against 8.85 ms (2026-12-07, 13,922, x0.96). Both are single runs of
+# 128 requests lasting about 2 s; what slowed the second (the same server flags, the same
+# 123-125 tokens per engine step) was not measured. A bigger memory bus speeds up the
+# bandwidth-bound steps and nothing else.
 
 # %%
 h100_points = nb.reference("h100-80g/chapters/06_roofline/runs/points.json")

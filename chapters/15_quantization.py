@@ -568,8 +568,8 @@ for label, per in results.items():   # the client's self-checks (chapter 08): wa
 # activations, which a CPU without AVX512-FP16 or AMX computes through slow paths, as it does
 # bf16. Expect them below the float32 server, and read a gap as the dtype's as much as the
 # 4 bits'. On a GPU, with a 7B model whose decode step at batch 1 is dominated by reading 13.5 GiB
-# of weights, the picture at low batch is different; the H200 measurement of the same table is
-# pending (next section).
+# of weights, the picture at low batch is different; the H200's and the H100's measurements of
+# the same table are in the next sections.
 
 # %% [markdown]
 # ## What you should see
@@ -700,21 +700,35 @@ if burst:
 # whose weights fill most of the GPU the proportions turn around: there, weight quantization is
 # what makes room (or makes the model fit at all).
 #
-# This notebook's own run on the H200 (`PROFILE=h200`, `reference/h200/chapters/15_quantization/`,
+# This notebook's first run on the H200 (`PROFILE=h200`, `reference/h200/chapters/15_quantization/`,
 # 2026-12-04) measured bf16 and the fp8 KV cache, then ran out of its device call while the
 # `--quantization fp8` server started: five servers of a 7B model (68-80 s to start each, with
 # its runs about 2 minutes) do not fit one 9-minute device call. The reference runs now take the
 # chapter in two executions, `ch15.fp8` (bf16, fp8 KV cache, fp8 weights) and `ch15.int4` (bf16,
-# AWQ, GPTQ), each with its own bf16 server for the ratios; on the H200, fp8 weights, the AWQ and
-# GPTQ cards and "Model loading took ... GiB" from each log are **pending** until they run (the
-# cells below show them when they land; an H100 ran both executions, next section). What the
-# first run measured: the fp8 KV cache held 1,867,392 tokens against bf16's 933,952 with the
-# same memory setting (x1.99945: twice, less 512 tokens), and at 512 requests at once, which
-# bf16's pool already held, it was *slower* (one run each): 4,407 against 4,849 output tok/s,
-# TPOT 85.7 against 75.3 ms (at one request in flight the two were equal, 4.85 and 4.79 ms). A
-# bigger pool buys nothing when the pool was not the limit, and writing and reading
-# the cache in fp8 is extra work in every step: turn it on where preemptions or a full KV cache
-# limited the batch (chapter 08's memory diagnosis), not by default.
+# AWQ, GPTQ), each with its own bf16 server for the ratios; both ran on the H200 on 2026-12-07
+# (`reference/h200/chapters/15_quantization.fp8/` and `.int4/`, one run each, every check held):
+# - **fp8 weights**: vLLM loaded 7.04 GiB against bf16's 13.51; at one request in flight TPOT fell
+#   from 4.75 to 3.27 ms (x1.43 output tok/s), at 512 at once x1.27.
+# - **AWQ and GPTQ int4**: 3.99 and 3.90 GiB (the Machete kernel here too), TPOT 3.72 and 3.56 ms
+#   at batch 1 against bf16's 4.69 (x1.25 and x1.30), x1.02 and x1.03 at 512 at once. On the H100
+#   the same cards took 3.82 and 3.72 ms: the 4-bit step took about the same time on both GPUs,
+#   so the H200's extra bandwidth did not shorten it, and its gain over bf16 (which it did
+#   shorten) is smaller there. What bounds that step was not measured.
+# - **fp8 KV cache**: 1,866,432 tokens against bf16's 933,472 with the same memory setting
+#   (x1.99945: twice, less 512 tokens), and at 512 requests at once, which bf16's pool already
+#   held (no run preempted; at most 512 ran, 353-374 on average), it was *slower*: x0.89 (5,113
+#   against 5,763 output tok/s, TPOT 71.0 against 59.9 ms; x0.91 on 2026-12-04, 4,407 against
+#   4,849). At one request in flight the two were equal (x0.99). A bigger pool buys nothing when
+#   the pool was not the limit, and writing and reading the cache in fp8 is extra work in every
+#   step: turn it on where preemptions or a full KV cache limited the batch (chapter 08's memory
+#   diagnosis), not by default.
+#
+# One run is not enough at 512 at once: the two executions' bf16 servers (the same flags) made
+# 5,763 and 4,696 output tok/s there (mean TPOT 59.9 and 78.5 ms; 4,849 on 2026-12-04), a spread
+# of a fifth, while at
+# batch 1 they agreed within 1 % (204 and 206 tok/s). The int4 cards' x1.02 and x1.03 at high
+# batch lie inside that spread, and so does the fp8 KV cache's x0.89, though the runs of two days
+# both put it below 1; the fp8 weights' x1.27 lies outside it.
 
 # %%
 H200_RUNS = ("15_quantization", "15_quantization.fp8", "15_quantization.int4")
@@ -768,7 +782,7 @@ if rows:
 #   together. The fp8 KV pool held 952,832 tokens: all 512 ran at once, none preempted, and
 #   output tok/s rose x1.29 (x1.18 and x1.26 in the runs of 2026-12-06: the size of the gain
 #   moves between runs, its sign did not). On the H200 (twice the pool, 729 such requests) the
-#   same 512 fit in bf16 too, and the fp8 KV cache was slower (x0.91): "turn it on where
+#   same 512 fit in bf16 too, and the fp8 KV cache was slower (x0.91 and x0.89): "turn it on where
 #   preemptions or a full KV cache limited the batch", measured on both sides of the line. At
 #   batch 1 it changed nothing (x0.98).
 # - **Two checks were made honest by these runs.** The first `ch15.int4` execution served the
