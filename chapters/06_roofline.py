@@ -452,10 +452,9 @@ nb.check(bool((table.roof_share <= 1.25).all()),
 # The dedicated H200 run of this notebook (the same cells on the `h200` profile, 2026-12-07,
 # `reference/h200/chapters/06_roofline/`) is loaded by the next cell: its table of points against
 # the peaks measured on that machine (bf16 matmul 786 TFLOP/s, copy 4.24 TB/s; 782 and 4.25 in
-# the run of 2026-11-30). Below it, the
-# points **derived from committed H200 runs** of chapter 08's observability set
-# (`reference/h200/observability/`, vLLM 0.26.0, Mistral-7B-v0.3 card, measured 2026-11-29),
-# using the server's own counters:
+# the run of 2026-11-30). Below it, the points **derived from committed H200 runs** of chapter
+# 08's observability set (`reference/h200/observability/`, vLLM 0.26.0, Mistral-7B-v0.3 card,
+# measured 2026-11-29), using the server's own counters:
 #
 # - *decode, small batch*: `h200-seqs8` (`--max-num-seqs 8`) and `h200-light` (about 5 running):
 #   batch = generated tokens per engine step, step time = the server's TPOT

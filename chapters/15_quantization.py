@@ -724,11 +724,10 @@ if burst:
 #   diagnosis), not by default.
 #
 # One run is not enough at 512 at once: the two executions' bf16 servers (the same flags) made
-# 5,763 and 4,696 output tok/s there (mean TPOT 59.9 and 78.5 ms; 4,849 on 2026-12-04), a spread
-# of a fifth, while at
-# batch 1 they agreed within 1 % (204 and 206 tok/s). The int4 cards' x1.02 and x1.03 at high
-# batch lie inside that spread, and so does the fp8 KV cache's x0.89, though the runs of two days
-# both put it below 1; the fp8 weights' x1.27 lies outside it.
+# 5,763 and 4,696 output tok/s there (mean TPOT 59.9 and 78.5 ms; 4,849 on 2026-12-04), a
+# spread of a fifth, while at batch 1 they agreed within 1 % (204 and 206 tok/s). The int4
+# cards' x1.02 and x1.03 at high batch lie inside that spread, and so does the fp8 KV cache's
+# x0.89, though the runs of two days both put it below 1; the fp8 weights' x1.27 lies outside it.
 
 # %%
 H200_RUNS = ("15_quantization", "15_quantization.fp8", "15_quantization.int4")
