@@ -61,3 +61,18 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"{exc.filename}: {exc.strerror or exc}"
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def stopped_claim(failed: object) -> str:
+    """The claim a reference run summary (``run.json``, as ``vllm-course reference run`` writes
+    it) stopped at, from its ``failed`` text, in one line: the first line without the exception's
+    name ``CheckFailed: ``, the check's ``expected: `` or the runner's ``stopped: ``, and without
+    the evidence a check prints after it as ``  [...]`` (:func:`vllm_course.notebook.check`).
+    ``""`` when ``failed`` is empty or ``None`` (the run did not stop)."""
+    lines = str(failed or "").splitlines()
+    if not lines:
+        return ""
+    claim = lines[0]
+    for prefix in ("CheckFailed: ", "expected: ", "stopped: "):
+        claim = claim.removeprefix(prefix)
+    return claim.split("  [")[0]

@@ -28,6 +28,7 @@ from typing import Any
 
 from vllm_course.env import machine
 from vllm_course.env.profile import Profile
+from vllm_course.errors import stopped_claim
 from vllm_course.models import REPO_ROOT
 
 REFERENCE_DIR = REPO_ROOT / "reference"
@@ -295,8 +296,7 @@ def other_gpu_runs(path: str) -> list[str]:
     dest = Path(rest).parent
     lines = []
     for name, run in other_profile_runs(REFERENCE_DIR, own, str(dest)):
-        failed = (run.get("failed") or "").splitlines()
-        outcome = (f"stopped early, {failed[0].split('  [')[0]}" if failed   # without evidence
+        outcome = (f"stopped early, {stopped_claim(run['failed'])}" if run.get("failed")
                    else f"all {len(run['checks'])} checks held")
         lines.append(f"also on {run['gpu']}, profile {name}, {run['measured']}, vLLM "
                      f"{run['vllm_version']}: {outcome} "

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_course.config import SLO
+from vllm_course.errors import stopped_claim
 from vllm_course.grading.results import LabError
 from vllm_course.grading.spec import SCENARIOS, ProfileJob, ProfileLoad, Scenario, Target
 from vllm_course.models import course_home
@@ -258,7 +259,7 @@ def _solution_run_line(lab: str) -> str:
     except (OSError, ValueError):
         return ("on the course's H200: pending (the solution notebook has not been run there "
                 "yet; reference/h200/labs/README.md)")
-    said = (f"stopped: {str(run['failed']).splitlines()[0]}" if run.get("failed") else
+    said = (f"stopped: {stopped_claim(run['failed'])}" if run.get("failed") else
             "every cell ran and every hidden test passed; this lab grades definitions, so it "
             "sets no target")
     return (f"on the course's H200 (vLLM {run.get('vllm_version', '?')}, "

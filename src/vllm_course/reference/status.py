@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_course.env.profile import profile_names
+from vllm_course.errors import stopped_claim
 from vllm_course.reference.catalog import (
     CHAPTER_PARTS,
     REFERENCE_ROOT,
@@ -170,12 +171,8 @@ def _changed_at(commit: str | None, paths: list[str], root: Path) -> bool | None
 
 
 def _outcome(run: dict) -> str:
-    failed = str(run.get("failed") or "").splitlines()
-    if failed:
-        claim = failed[0]
-        for prefix in ("CheckFailed: ", "expected: ", "stopped: "):
-            claim = claim.removeprefix(prefix)
-        claim = claim.split("  [")[0]
+    if run.get("failed"):
+        claim = stopped_claim(run["failed"])
         return "stopped: " + (claim if len(claim) <= 90 else claim[:89] + "…")
     checks = run.get("checks")
     return f"all {len(checks)} checks held" if isinstance(checks, list) and checks else "ok"

@@ -754,7 +754,7 @@ def test_a_reference_run_names_the_same_item_run_on_other_gpus(monkeypatch, tmp_
 
     assert notebook.other_gpu_runs("h200/chapters/09_x/run.json") == [
         "also on GPU of a100-80g, profile a100-80g, 2026-12-06, vLLM 0.26.0: stopped early, "
-        "CheckFailed: expected: the pool holds the burst (reference/a100-80g/chapters/09_x/)",
+        "the pool holds the burst (reference/a100-80g/chapters/09_x/)",
         "also on GPU of h100-80g, profile h100-80g, 2026-12-06, vLLM 0.26.0: all 3 checks held "
         "(reference/h100-80g/chapters/09_x/)"]
     notebook.show_reference_run("h200/chapters/09_x/run.json")
@@ -1190,3 +1190,28 @@ def test_a_damaged_kept_calibration_is_planned_as_if_nothing_were_kept(tmp_path,
     item = catalog_item("lab04", "lab", "lab04", "labs/lab04", "h200", root=tmp_path)
     assert item.estimate_from.startswith(planned) and "fake" not in item.estimate_from
     assert 0 < item.estimate_s <= 600
+
+
+def test_the_claim_a_run_stopped_at_is_read_one_way_for_status_labs_and_chapters():
+    """errors.stopped_claim is the one reader of a run.json's ``failed``: the first line without
+    the exception name, ``expected: ``/``stopped: `` and a check's bracketed evidence; the same
+    claim in `reference status`, a chapter's other-GPU line and lab01's set-up line."""
+    from vllm_course.errors import stopped_claim
+    from vllm_course.reference import status
+
+    assert stopped_claim("CheckFailed: expected: TTFT falls  [1.00 over 53]\nTraceback") == \
+        "TTFT falls"
+    assert stopped_claim("stopped: CellTimeoutError (the call's time ran out)") == \
+        "CellTimeoutError (the call's time ran out)"
+    assert stopped_claim("one check failed: 'x' compares [a] to b") == \
+        "one check failed: 'x' compares [a] to b"             # brackets without two spaces kept
+    assert stopped_claim(None) == stopped_claim("") == ""
+    # every committed run that stopped: status shows the claim (cut at 90), never the evidence
+    stopped = [json.loads(p.read_text()) for p in (REPO_ROOT / "reference").rglob("run.json")]
+    stopped = [run for run in stopped if run.get("failed")]
+    assert stopped
+    for run in stopped:
+        claim = stopped_claim(run["failed"])
+        assert claim and "CheckFailed" not in claim and "  [" not in claim and "\n" not in claim
+        shown = status._outcome(run).removeprefix("stopped: ")
+        assert shown == claim or (len(shown) == 90 and claim.startswith(shown[:-1]))
