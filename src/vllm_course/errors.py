@@ -1,9 +1,11 @@
-"""Bad input, said in one line.
+"""Bad input, and a reference run that stopped, said in one line.
 
 The command line turns every error in this module's :data:`INPUT_ERRORS` into one line on stderr
 and exit status 2 (a run that failed for another reason exits 1); ``vllm-course --debug ...``
 shows the traceback instead. The library raises :class:`InputError` (or a ``ValueError`` of its
 own, such as ``WorkloadError``) for what a user must change, and names the input in the message.
+:func:`stopped_claim` says in one line, the same way everywhere, the claim a reference run
+stopped at.
 """
 
 from __future__ import annotations
