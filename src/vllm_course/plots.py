@@ -239,15 +239,21 @@ def _panel(
     empty: str = "no data",
 ) -> None:
     """Lines ``left`` on ``ax`` and ``right`` (values, label, y label) on a twin y axis; series
-    that are all missing are skipped, and a panel with none left shows ``empty``."""
+    that are all missing are skipped, and a panel with none left shows ``empty``. Every series
+    of a time series is a count, a share or a rate, never below 0: each y axis starts at 0 and
+    reaches at least 1 (a series that stayed at 0, such as no preemptions, is a line at the
+    bottom, not on an axis from -0.04 to 0.04)."""
     lines: list[Line2D] = []
     for y, label in left:
         if np.isfinite(y).any():
             lines += ax.plot(t, y, label=label)
+    if lines:
+        ax.set_ylim(0, max(ax.get_ylim()[1], 1))
     if right is not None and np.isfinite(right[0]).any():
         twin = ax.twinx()
         lines += twin.plot(t, right[0], color="tab:red", linestyle="--", label=right[1])
         twin.set_ylabel(right[2])
+        twin.set_ylim(0, max(twin.get_ylim()[1], 1))
     ax.set_xlabel(TIME_LABEL)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)

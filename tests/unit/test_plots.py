@@ -153,6 +153,20 @@ def test_timeseries_panels_plot_the_inputs() -> None:
     assert "no telemetry" not in _texts(d)
 
 
+def test_timeseries_axes_start_at_zero_and_a_flat_zero_is_drawn_at_the_bottom() -> None:
+    """Counts, shares and rates are never negative: no axis shows negative values, also when a
+    series stayed at 0 (no preemptions, where matplotlib alone would span -0.04 to 0.04), and
+    the largest value stays in view."""
+    series = TimeSeries(interval_s=1.0, points=[
+        p.model_copy(update={"preemptions": 0.0}) for p in _series().points])
+    a, b, c, d = plots.plot_timeseries(series)
+    assert _twin(b, "preemptions (count)").get_ylim() == (0.0, 1.0)
+    assert b.get_ylim()[0] == 0.0 and b.get_ylim()[1] >= 90.0          # KV cache up to 90 %
+    assert a.get_ylim()[0] == 0.0 and a.get_ylim()[1] >= 3.0
+    assert c.get_ylim()[0] == 0.0 and c.get_ylim()[1] >= 150.0
+    assert _twin(d, "GPU power (W)").get_ylim()[0] == 0.0
+
+
 def test_timeseries_without_telemetry_notes_it() -> None:
     a, b, c, d = plots.plot_timeseries(_series(telemetry=False))
     assert d.get_lines() == []
