@@ -77,7 +77,27 @@ def reference_status(items: tuple[str, ...]) -> None:
         chosen = select(list(items), every) if items else every   # every: chapter parts too
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    click.echo(describe(standings(chosen)))
+    rows = standings(chosen)
+    click.echo(describe(rows))
+    labs = sorted({r.item for r in rows if r.item.startswith("lab")})
+    if labs:
+        click.echo(_lab_targets(labs, sorted({r.profile for r in rows})))
+
+
+def _lab_targets(labs: list[str], profiles: list[str]) -> str:
+    """Which of ``labs`` grade ``profiles`` on measured targets (the profiles each lab's
+    ``Scenario.calibrated`` names, as grading reads them): a calibration file's ``valid`` in
+    the lines above is the calibrate command's verdict when it ran, not whether the lab's
+    targets there are measured (lab03's on ``h200`` are, by the course's rule, though its
+    command said not valid)."""
+    from vllm_course.grading.spec import SCENARIOS
+
+    said = []
+    for profile in profiles:
+        mine = [lab for lab in labs if profile in SCENARIOS[lab].calibrated]
+        said.append(f"{profile}: {' '.join(mine) or 'none'}")
+    return ("measured lab targets (src/vllm_course/grading/spec.py; elsewhere estimates): "
+            + "; ".join(said) + ". A file's 'valid' above is its calibrate run's own verdict.")
 
 
 def _gpu_here(profile) -> None:

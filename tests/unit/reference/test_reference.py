@@ -1215,3 +1215,22 @@ def test_the_claim_a_run_stopped_at_is_read_one_way_for_status_labs_and_chapters
         assert claim and "CheckFailed" not in claim and "  [" not in claim and "\n" not in claim
         shown = status._outcome(run).removeprefix("stopped: ")
         assert shown == claim or (len(shown) == 90 and claim.startswith(shown[:-1]))
+
+
+def test_status_says_which_labs_grade_a_gpu_on_measured_targets():
+    """lab03's calibration files on h200 say "valid: False" (the calibrate command's verdict
+    when it ran), yet its h200 targets are measured, by the course's rule, from those runs: the
+    status says which labs' targets are measured, from the lab's own spec, and nothing for a
+    chapter."""
+    from click.testing import CliRunner
+
+    from vllm_course.cli import main
+
+    result = CliRunner().invoke(main, ["reference", "status", "lab03", "lab04"])
+    assert result.exit_code == 0, result.output
+    assert "lab03-job512.json (valid: False)" in result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("measured lab targets")
+    assert "h200: lab03 lab04" in last and "h100-80g: lab04;" in last
+    result = CliRunner().invoke(main, ["reference", "status", "ch01"])
+    assert result.exit_code == 0 and "measured lab targets" not in result.output
